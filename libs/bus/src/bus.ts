@@ -1,0 +1,105 @@
+/**
+ * The one messaging interface every service uses. Two transports implement it:
+ * NATS (JetStream + KV, for split deployments) and in-process (the embedded default).
+ * Values are JSON; callers validate them with the zod contracts at the edges.
+ */
+
+export type Headers = Record<string, string>;
+
+export interface KvEntry {
+  key: string;
+  /** null when the entry was deleted or purged. */
+  value: unknown | null;
+  operation: 'put' | 'delete';
+  revision: number;
+}
+
+export interface KvWatch {
+  /** Resolves once the initial snapshot (every current key) has been delivered. */
+  readonly ready: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface KvBucket {
+  readonly name: string;
+  put(key: string, value: unknown): Promise<number>;
+  get(key: string): Promise<{ value: unknown; revision: number } | null>;
+  delete(key: string): Promise<void>;
+  keys(): Promise<string[]>;
+  /**
+   * Delivers the current value of every key first, then every later change, in order.
+   * Used by data-plane caches: full snapshot at start, live updates after.
+   */
+  watch(onEntry: (entry: KvEntry) => void): Promise<KvWatch>;
+}
+
+export interface StreamMessage {
+  subject: string;
+  data: unknown;
+  headers: Headers;
+  /** The producer's message id (broker-side de-duplication key). */
+  msgId: string;
+  /** 1 on first delivery. */
+  deliveryCount: number;
+}
+
+export type HandlerOutcome =
+  | { type: 'ack' }
+  | { type: 'retry'; delayMs: number }
+  | { type: 'drop'; reason: string };
+
+export interface ConsumerOptions {
+  /** Durable consumer name; survives restarts and resumes where it left off. */
+  durable: string;
+  /** Subject filter inside the events stream (default: every event). */
+  filterSubject?: string;
+  /** Redeliveries before a message is dropped (default 10). */
+  maxDeliver?: number;
+  /** How long a delivered message may stay unacked before redelivery (default 30 s). */
+  ackWaitMs?: number;
+}
+
+export interface Consumer {
+  stop(): Promise<void>;
+}
+
+export interface ReplyHandle {
+  stop(): Promise<void>;
+}
+
+export interface RequestOptions {
+  timeoutMs?: number;
+  headers?: Headers;
+}
+
+export interface Bus {
+  kv(bucket: string): Promise<KvBucket>;
+  /**
+   * Publishes to the durable events stream and resolves only after the broker has stored it.
+   * Rejects when it cannot be stored (callers fail closed). Same msgId twice is stored once.
+   */
+  publish(subject: string, data: unknown, opts: { msgId: string; headers?: Headers }): Promise<void>;
+  consume(opts: ConsumerOptions, handler: (msg: StreamMessage) => Promise<HandlerOutcome>): Promise<Consumer>;
+  /** Request/reply; rejects with BusTimeoutError or BusNoRespondersError. */
+  request(subject: string, data: unknown, opts?: RequestOptions): Promise<unknown>;
+  /** Serves requests on a subject; replicas share the load through a queue group. */
+  reply(
+    subject: string,
+    handler: (data: unknown, headers: Headers) => Promise<unknown>,
+    opts?: { queue?: string },
+  ): Promise<ReplyHandle>;
+  close(): Promise<void>;
+}
+
+export class BusError extends Error {
+  override name = 'BusError';
+}
+export class BusTimeoutError extends BusError {
+  override name = 'BusTimeoutError';
+}
+export class BusNoRespondersError extends BusError {
+  override name = 'BusNoRespondersError';
+}
+export class BusPublishError extends BusError {
+  override name = 'BusPublishError';
+}

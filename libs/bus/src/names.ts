@@ -1,0 +1,45 @@
+/**
+ * Every subject, stream and bucket in one place. A prefix keeps concurrent runs
+ * (test suites, environments sharing a NATS server) apart.
+ */
+export interface BusNames {
+  eventsStream: string;
+  /** Subject for an event; `category` is e.g. `execution`, `agent`, `policy`. */
+  eventSubject(category: string, action: string): string;
+  eventsWildcard: string;
+  buckets: {
+    /** Compiled policy snapshots, key = policy id. */
+    policies: string;
+    /** Agent access-token records, key = sha256 hex of the token. */
+    agentTokens: string;
+    /** Connection descriptors without secrets, key = connection id. */
+    connections: string;
+  };
+  rpc: {
+    credentialsGet: string;
+    approvalsCreate: string;
+    approvalsRedeem: string;
+  };
+  durable: { audit: string; notifier: string };
+}
+
+export function busNames(prefix = 'vlt'): BusNames {
+  if (!/^[A-Za-z0-9_-]+$/.test(prefix)) throw new Error(`invalid bus prefix: ${prefix}`);
+  const p = prefix;
+  return {
+    eventsStream: `${p.toUpperCase().replace(/-/g, '_')}_EVENTS`,
+    eventSubject: (category, action) => `${p}.events.${category}.${action}`,
+    eventsWildcard: `${p}.events.>`,
+    buckets: {
+      policies: `${p}-policies`,
+      agentTokens: `${p}-agent-tokens`,
+      connections: `${p}-connections`,
+    },
+    rpc: {
+      credentialsGet: `${p}.rpc.credentials.get`,
+      approvalsCreate: `${p}.rpc.approvals.create`,
+      approvalsRedeem: `${p}.rpc.approvals.redeem`,
+    },
+    durable: { audit: `${p}-audit`, notifier: `${p}-notifier` },
+  };
+}

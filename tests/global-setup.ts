@@ -1,0 +1,75 @@
+/**
+ * Finds real PostgreSQL and NATS for integration tests, in the order DESIGN.md fixes:
+ * DATABASE_URL / NATS_URL, then the local default ports. (testcontainers would come third,
+ * but only where a Docker engine answers; none does on these machines, see docs/decisions.)
+ * With CI=true a missing service fails the run; elsewhere dependent suites skip with a reason.
+ *
+ * Each run gets its own database and its own bus prefix, so runs never share state.
+ */
+import net from 'node:net';
+import { randomBytes } from 'node:crypto';
+import type { TestProject } from 'vitest/node';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** URL of this run's own database, or '' when PostgreSQL is unavailable. */
+    databaseUrl: string;
+    natsUrl: string;
+    busPrefix: string;
+    servicesMissing: string;
+  }
+}
+
+function reachable(host: string, port: number, timeoutMs = 1000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host, port });
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(timeoutMs, () => done(false));
+    sock.once('connect', () => done(true));
+    sock.once('error', () => done(false));
+  });
+}
+
+function hostPort(url: string, defPort: number): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname || '127.0.0.1', port: Number(u.port || defPort) };
+}
+
+export default async function setup(project: TestProject) {
+  const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+  const missing: string[] = [];
+
+  const adminUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  const pg = hostPort(adminUrl, 5432);
+  const nats = hostPort(natsUrl.split(',')[0]!.replace(/^nats:/, 'http:'), 4222);
+
+  let databaseUrl = '';
+  let dropDatabase: (() => Promise<void>) | undefined;
+  if (await reachable(pg.host, pg.port)) {
+    const { createRunDatabase } = await import('./support/run-database.js');
+    const created = await createRunDatabase(adminUrl, `vlt_test_${runId}`);
+    databaseUrl = created.url;
+    dropDatabase = created.drop;
+  } else {
+    missing.push(`PostgreSQL not reachable at ${pg.host}:${pg.port}`);
+  }
+  const natsUp = await reachable(nats.host, nats.port);
+  if (!natsUp) missing.push(`NATS not reachable at ${nats.host}:${nats.port}`);
+
+  if (missing.length && process.env.CI === 'true') {
+    throw new Error(`CI=true and required services are missing: ${missing.join('; ')}`);
+  }
+
+  project.provide('databaseUrl', databaseUrl);
+  project.provide('natsUrl', natsUp ? natsUrl : '');
+  project.provide('busPrefix', `t${runId}`);
+  project.provide('servicesMissing', missing.join('; '));
+
+  return async () => {
+    if (dropDatabase && !process.env.VLT_KEEP_TEST_DB) await dropDatabase();
+  };
+}
