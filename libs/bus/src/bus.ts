@@ -44,16 +44,17 @@ export interface StreamMessage {
 }
 
 export type HandlerOutcome =
-  | { type: 'ack' }
-  | { type: 'retry'; delayMs: number }
-  | { type: 'drop'; reason: string };
+  { type: 'ack' } | { type: 'retry'; delayMs: number } | { type: 'drop'; reason: string };
 
 export interface ConsumerOptions {
   /** Durable consumer name; survives restarts and resumes where it left off. */
   durable: string;
   /** Subject filter inside the events stream (default: every event). */
   filterSubject?: string;
-  /** Redeliveries before a message is dropped (default 10). */
+  /**
+   * Deliveries (the first one included) before a message that keeps failing is dropped and
+   * logged (default 10). Same meaning as JetStream's `max_deliver`.
+   */
   maxDeliver?: number;
   /** How long a delivered message may stay unacked before redelivery (default 30 s). */
   ackWaitMs?: number;
@@ -82,7 +83,10 @@ export interface Bus {
   consume(opts: ConsumerOptions, handler: (msg: StreamMessage) => Promise<HandlerOutcome>): Promise<Consumer>;
   /** Request/reply; rejects with BusTimeoutError or BusNoRespondersError. */
   request(subject: string, data: unknown, opts?: RequestOptions): Promise<unknown>;
-  /** Serves requests on a subject; replicas share the load through a queue group. */
+  /**
+   * Serves requests on a subject; replicas share the load through a queue group
+   * (default queue: the subject itself, so every replica of a service shares one group).
+   */
   reply(
     subject: string,
     handler: (data: unknown, headers: Headers) => Promise<unknown>,
@@ -91,15 +95,45 @@ export interface Bus {
   close(): Promise<void>;
 }
 
+/** Structured logger the transports report to (pino-compatible); optional everywhere. */
+export interface BusLogger {
+  warn(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+}
+
+/** Every bus failure; `code` is stable so services can map it in their error registry. */
 export class BusError extends Error {
   override name = 'BusError';
+  readonly code: string = 'BUS_ERROR';
 }
 export class BusTimeoutError extends BusError {
   override name = 'BusTimeoutError';
+  override readonly code: string = 'BUS_TIMEOUT';
 }
 export class BusNoRespondersError extends BusError {
   override name = 'BusNoRespondersError';
+  override readonly code: string = 'BUS_NO_RESPONDERS';
 }
 export class BusPublishError extends BusError {
   override name = 'BusPublishError';
+  override readonly code: string = 'BUS_PUBLISH_FAILED';
+}
+/** The bus was closed; nothing more can be sent or served through it. */
+export class BusClosedError extends BusError {
+  override name = 'BusClosedError';
+  override readonly code: string = 'BUS_CLOSED';
+}
+/**
+ * The remote reply handler threw. Carries the handler's message and its string `code` (if it
+ * had one) so callers can branch on it; never the remote stack.
+ */
+export class BusReplyError extends BusError {
+  override name = 'BusReplyError';
+  override readonly code: string = 'BUS_REMOTE_ERROR';
+  constructor(
+    message: string,
+    readonly remoteCode?: string,
+  ) {
+    super(message);
+  }
 }

@@ -19,6 +19,8 @@ export interface BusNames {
     credentialsGet: string;
     approvalsCreate: string;
     approvalsRedeem: string;
+    agentTokenLookup: string;
+    policyLookup: string;
   };
   durable: { audit: string; notifier: string };
 }
@@ -39,6 +41,8 @@ export function busNames(prefix = 'vlt'): BusNames {
       credentialsGet: `${p}.rpc.credentials.get`,
       approvalsCreate: `${p}.rpc.approvals.create`,
       approvalsRedeem: `${p}.rpc.approvals.redeem`,
+      agentTokenLookup: `${p}.rpc.agent-tokens.lookup`,
+      policyLookup: `${p}.rpc.policies.lookup`,
     },
     durable: { audit: `${p}-audit`, notifier: `${p}-notifier` },
   };

@@ -1,0 +1,26 @@
+export {
+  BusClosedError,
+  BusError,
+  BusNoRespondersError,
+  BusPublishError,
+  BusReplyError,
+  BusTimeoutError,
+} from './bus.js';
+export type {
+  Bus,
+  BusLogger,
+  Consumer,
+  ConsumerOptions,
+  HandlerOutcome,
+  Headers,
+  KvBucket,
+  KvEntry,
+  KvWatch,
+  ReplyHandle,
+  RequestOptions,
+  StreamMessage,
+} from './bus.js';
+export { busNames, type BusNames } from './names.js';
+export { createNatsBus, destroyNatsBusState, type NatsBusOptions } from './nats-bus.js';
+export { createInProcessBus, type InProcessBusOptions } from './in-process-bus.js';
+export { createBus, type CreateBusOptions } from './create-bus.js';

@@ -1,0 +1,140 @@
+import { describe, expect, it } from 'vitest';
+import { BusError, BusReplyError } from './bus.js';
+import {
+  assertFilter,
+  assertKvKey,
+  assertSubject,
+  checkHeaders,
+  decideDisposition,
+  openReply,
+  replyFailed,
+  replyOk,
+  retryBackoffMs,
+  settle,
+  subjectMatches,
+  toJsonText,
+} from './wire.js';
+
+describe('subjectMatches', () => {
+  it.each([
+    ['a.b.>', 'a.b.c', true],
+    ['a.b.>', 'a.b.c.d', true],
+    ['a.b.>', 'a.b', false],
+    ['a.*.c', 'a.x.c', true],
+    ['a.*.c', 'a.x.y.c', false],
+    ['a.b', 'a.b', true],
+    ['a.b', 'a.b.c', false],
+    ['a.b.>', 'a.b.*', true], // a filter inside the stream's wildcard
+    ['a.b.>', 'a.c.>', false],
+  ])('%s vs %s → %s', (filter, subject, expected) => {
+    expect(subjectMatches(filter, subject)).toBe(expected);
+  });
+});
+
+describe('name rules', () => {
+  it.each(['a', 'a.b', 'vlt.rpc.credentials.get', 'x-y_z'])('accepts subject %s', (s) => {
+    expect(() => assertSubject(s)).not.toThrow();
+  });
+  it.each(['', 'a..b', 'a.*', 'a.>', 'a b', '.a', 'a.'])('rejects subject %j', (s) => {
+    expect(() => assertSubject(s)).toThrow(BusError);
+  });
+  it.each(['a.>', 'a.*.c', '>'])('accepts filter %s', (s) => expect(() => assertFilter(s)).not.toThrow());
+  it.each(['a.>.b', 'a..b', ''])('rejects filter %j', (s) => expect(() => assertFilter(s)).toThrow(BusError));
+  it.each(['abc', 'a.b', 'A-b_c/d=e', 'e3b0c44298fc1c149afbf4c8996fb924'])('accepts key %s', (k) => {
+    expect(() => assertKvKey(k)).not.toThrow();
+  });
+  it.each(['', '.a', 'a.', 'a b', 'a*', 'a>'])('rejects key %j', (k) =>
+    expect(() => assertKvKey(k)).toThrow(BusError),
+  );
+});
+
+describe('checkHeaders', () => {
+  it('copies valid headers', () => {
+    const h = { traceparent: '00-x', 'X-Custom': 'v' };
+    const out = checkHeaders(h);
+    expect(out).toEqual(h);
+    expect(out).not.toBe(h);
+  });
+  it.each([
+    [{ 'Nats-Msg-Id': 'x' }],
+    [{ 'nats-expected-stream': 'x' }],
+    [{ 'bad key': 'x' }],
+    [{ 'a:b': 'x' }],
+    [{ ok: 'line\r\nbreak' }],
+  ])('rejects %j', (h) => {
+    expect(() => checkHeaders(h)).toThrow(BusError);
+  });
+});
+
+describe('JSON values', () => {
+  it('encodes undefined as null and refuses what JSON cannot carry', () => {
+    expect(toJsonText(undefined)).toBe('null');
+    expect(() => toJsonText(10n)).toThrow(BusError);
+    expect(() => toJsonText(() => 1)).toThrow(BusError);
+  });
+});
+
+describe('reply envelope', () => {
+  it('round-trips data', () => {
+    expect(openReply(replyOk({ a: [1] }))).toEqual({ a: [1] });
+    expect(openReply(replyOk(undefined))).toBeNull();
+  });
+  it('carries message and string code, never the stack', () => {
+    const err = Object.assign(new Error('denied'), { code: 'APPROVAL_DENIED' });
+    const text = replyFailed(err);
+    expect(text).not.toContain('at ');
+    expect(() => openReply(text)).toThrow(BusReplyError);
+    try {
+      openReply(text);
+    } catch (e) {
+      expect(e).toMatchObject({ message: 'denied', remoteCode: 'APPROVAL_DENIED', code: 'BUS_REMOTE_ERROR' });
+    }
+  });
+  it('ignores non-string codes and non-Error throws', () => {
+    expect(() => openReply(replyFailed(Object.assign(new Error('x'), { code: 42 })))).toThrow(
+      expect.objectContaining({ remoteCode: undefined }),
+    );
+    expect(() => openReply(replyFailed('plain'))).toThrow('plain');
+  });
+  it('answers an unencodable result with an error reply', () => {
+    expect(() => openReply(replyOk({ n: 1n }))).toThrow(BusReplyError);
+  });
+  it('rejects something that is not an envelope', () => {
+    expect(() => openReply('{"hello":1}')).toThrow(BusError);
+    expect(() => openReply('not json')).toThrow(BusError);
+  });
+});
+
+describe('decideDisposition', () => {
+  it.each([
+    [{ type: 'ack' } as const, 1, 10, { type: 'ack' }],
+    [{ type: 'drop', reason: 'bad' } as const, 1, 10, { type: 'term', reason: 'bad' }],
+    [{ type: 'retry', delayMs: 500 } as const, 1, 10, { type: 'nak', delayMs: 500 }],
+    [{ type: 'retry', delayMs: -5 } as const, 1, 10, { type: 'nak', delayMs: 0 }],
+    [{ type: 'threw', error: new Error() } as const, 3, 10, { type: 'nak', delayMs: 800 }],
+    [
+      { type: 'retry', delayMs: 500 } as const,
+      10,
+      10,
+      { type: 'term', reason: 'gave up after 10 deliveries' },
+    ],
+    [
+      { type: 'threw', error: new Error() } as const,
+      2,
+      2,
+      { type: 'term', reason: 'gave up after 2 deliveries' },
+    ],
+  ])('%j at delivery %i of %i → %j', (outcome, count, max, expected) => {
+    expect(decideDisposition(outcome, count, max)).toEqual(expected);
+  });
+  it('settles a throw or a malformed answer as threw', async () => {
+    expect(await settle(async () => ({ type: 'ack' }))).toEqual({ type: 'ack' });
+    expect((await settle(async () => Promise.reject(new Error('x')))).type).toBe('threw');
+    expect((await settle(async () => undefined as never)).type).toBe('threw');
+    expect((await settle(async () => ({ type: 'nope' }) as never)).type).toBe('threw');
+  });
+  it('backs off exponentially up to 30 s', () => {
+    expect([1, 2, 3, 4].map(retryBackoffMs)).toEqual([200, 400, 800, 1600]);
+    expect(retryBackoffMs(50)).toBe(30_000);
+  });
+});

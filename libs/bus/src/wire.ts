@@ -1,0 +1,240 @@
+/**
+ * Rules both transports share, so the in-process bus accepts exactly what NATS accepts and
+ * encodes values the same way. Internal to @vlt/bus (not exported from index.ts).
+ */
+import { context, propagation, ROOT_CONTEXT } from '@opentelemetry/api';
+import { BusError, BusReplyError, type Headers, type HandlerOutcome } from './bus.js';
+
+// ---------- JSON values ----------
+
+/** JSON text of a value; `undefined` becomes null because the wire cannot carry it. */
+export function toJsonText(value: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value ?? null);
+  } catch (err) {
+    throw new BusError(`value is not JSON-serializable: ${errorMessage(err)}`, { cause: err });
+  }
+  // Functions and symbols stringify to undefined.
+  if (text === undefined) throw new BusError('value is not JSON-serializable');
+  return text;
+}
+
+export function fromJsonText(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new BusError(`payload is not valid JSON: ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function encodeJson(value: unknown): Uint8Array {
+  return encoder.encode(toJsonText(value));
+}
+
+export function decodeJson(bytes: Uint8Array): unknown {
+  return fromJsonText(decoder.decode(bytes));
+}
+
+// ---------- names ----------
+
+const SUBJECT_TOKEN = /^[^\s.*>]+$/;
+
+/** A concrete subject (no wildcards): what publish, request and reply subjects must be. */
+export function assertSubject(subject: string, what = 'subject'): void {
+  if (typeof subject !== 'string' || !subject.split('.').every((t) => SUBJECT_TOKEN.test(t))) {
+    throw new BusError(`invalid ${what}: ${JSON.stringify(subject)}`);
+  }
+}
+
+/** A subject filter: tokens, `*` for one token, `>` only as the last token. */
+export function assertFilter(filter: string, what = 'subject filter'): void {
+  const tokens = typeof filter === 'string' ? filter.split('.') : [''];
+  const ok = tokens.every(
+    (t, i) => SUBJECT_TOKEN.test(t) || t === '*' || (t === '>' && i === tokens.length - 1),
+  );
+  if (!ok) throw new BusError(`invalid ${what}: ${JSON.stringify(filter)}`);
+}
+
+/** NATS subject matching; `subject` may itself hold wildcards, which then match literally. */
+export function subjectMatches(filter: string, subject: string): boolean {
+  const f = filter.split('.');
+  const s = subject.split('.');
+  for (let i = 0; i < f.length; i++) {
+    const t = f[i];
+    if (t === '>') return s.length > i;
+    if (i >= s.length) return false;
+    if (t !== '*' && t !== s[i]) return false;
+  }
+  return f.length === s.length;
+}
+
+// Same rules as the NATS KV client, checked up front so both transports fail alike.
+const KV_KEY = /^[-/=.\w]+$/;
+const KV_BUCKET = /^[-\w]+$/;
+// JetStream durable names become subject tokens: no dots, wildcards or whitespace.
+const DURABLE = /^[^\s.*>]+$/;
+
+export function assertKvKey(key: string): void {
+  if (typeof key !== 'string' || !KV_KEY.test(key) || key.startsWith('.') || key.endsWith('.')) {
+    throw new BusError(`invalid KV key: ${JSON.stringify(key)}`);
+  }
+}
+
+export function assertBucketName(bucket: string): void {
+  if (typeof bucket !== 'string' || !KV_BUCKET.test(bucket)) {
+    throw new BusError(`invalid KV bucket name: ${JSON.stringify(bucket)}`);
+  }
+}
+
+export function assertDurableName(durable: string): void {
+  if (typeof durable !== 'string' || !DURABLE.test(durable)) {
+    throw new BusError(`invalid durable consumer name: ${JSON.stringify(durable)}`);
+  }
+}
+
+// ---------- headers ----------
+
+const HEADER_KEY = /^[!-9;-~]+$/; // printable ASCII without ':' (NATS/HTTP header grammar)
+
+/**
+ * Validates caller headers and returns a copy. `Nats-*` keys are refused: they are broker
+ * control headers (msg id, expected stream/sequence) and must only come from the bus itself.
+ */
+export function checkHeaders(headers: Headers | undefined): Headers {
+  const out: Headers = {};
+  if (!headers) return out;
+  for (const [k, v] of Object.entries(headers)) {
+    if (!HEADER_KEY.test(k)) throw new BusError(`invalid header name: ${JSON.stringify(k)}`);
+    if (/^nats-/i.test(k)) throw new BusError(`header ${k} is reserved for the broker`);
+    if (typeof v !== 'string' || /[\r\n]/.test(v)) {
+      throw new BusError(`invalid value for header ${k}`);
+    }
+    out[k] = v;
+  }
+  return out;
+}
+
+export function assertMsgId(msgId: unknown): asserts msgId is string {
+  if (typeof msgId !== 'string' || msgId.length === 0 || /[\r\n]/.test(msgId)) {
+    throw new BusError('publish needs a non-empty msgId (the de-duplication key)');
+  }
+}
+
+// ---------- trace context ----------
+
+/** Adds the active trace context (W3C `traceparent`, ...) to a copy of `headers`. */
+export function withTraceContext(headers: Headers): Headers {
+  const carrier: Headers = { ...headers };
+  propagation.inject(context.active(), carrier);
+  return carrier;
+}
+
+/**
+ * Runs `fn` inside the trace context carried by `headers`. Keys are matched case-insensitively
+ * because intermediaries may canonicalise header case. With no propagator registered this
+ * is a plain call.
+ */
+export function runInTraceContext<T>(headers: Headers, fn: () => T): T {
+  const carrier: Headers = {};
+  for (const [k, v] of Object.entries(headers)) carrier[k.toLowerCase()] = v;
+  return context.with(propagation.extract(ROOT_CONTEXT, carrier), fn);
+}
+
+// ---------- reply envelope ----------
+
+type ReplyEnvelope = { ok: true; data: unknown } | { ok: false; error: { message: string; code?: string } };
+
+/** JSON text of a successful reply, or of an error reply when the result cannot be encoded. */
+export function replyOk(result: unknown): string {
+  try {
+    return toJsonText({ ok: true, data: result ?? null } satisfies ReplyEnvelope);
+  } catch (err) {
+    return replyFailed(err);
+  }
+}
+
+/** Error reply: the message and a string `code` only, never the stack. */
+export function replyFailed(err: unknown): string {
+  const code = typeof err === 'object' && err !== null ? (err as { code?: unknown }).code : undefined;
+  const error =
+    typeof code === 'string' ? { message: errorMessage(err), code } : { message: errorMessage(err) };
+  return JSON.stringify({ ok: false, error } satisfies ReplyEnvelope);
+}
+
+/** Unwraps a reply: the data, or a rejected BusReplyError for an error reply. */
+export function openReply(text: string): unknown {
+  const env = fromJsonText(text) as Partial<{
+    ok: unknown;
+    data: unknown;
+    error: { message?: unknown; code?: unknown };
+  }> | null;
+  if (env && env.ok === true) return env.data ?? null;
+  if (env && env.ok === false && env.error && typeof env.error.message === 'string') {
+    throw new BusReplyError(
+      env.error.message,
+      typeof env.error.code === 'string' ? env.error.code : undefined,
+    );
+  }
+  throw new BusError('malformed reply (not a bus reply envelope)');
+}
+
+// ---------- consumer outcomes ----------
+
+/** Delay before redelivering a message whose handler threw: 200 ms doubling up to 30 s. */
+export function retryBackoffMs(deliveryCount: number): number {
+  return Math.min(200 * 2 ** Math.max(0, deliveryCount - 1), 30_000);
+}
+
+export type Settled = HandlerOutcome | { type: 'threw'; error: unknown };
+
+/** Runs a stream handler; a throw or an answer that is not an outcome becomes `threw`. */
+export async function settle(run: () => Promise<HandlerOutcome>): Promise<Settled> {
+  let outcome: unknown;
+  try {
+    outcome = await run();
+  } catch (error) {
+    return { type: 'threw', error };
+  }
+  const type = (outcome as { type?: unknown } | null)?.type;
+  if (type === 'ack' || type === 'retry' || type === 'drop') return outcome as HandlerOutcome;
+  return { type: 'threw', error: new Error('handler returned no outcome (ack, retry or drop)') };
+}
+
+/** What to do with a delivered message, given the handler's answer (or its throw). */
+export type Disposition =
+  { type: 'ack' } | { type: 'term'; reason: string } | { type: 'nak'; delayMs: number };
+
+export function decideDisposition(outcome: Settled, deliveryCount: number, maxDeliver: number): Disposition {
+  let delayMs: number;
+  switch (outcome.type) {
+    case 'ack':
+      return { type: 'ack' };
+    case 'drop':
+      return { type: 'term', reason: String(outcome.reason) };
+    case 'retry':
+      delayMs = Number.isFinite(outcome.delayMs)
+        ? Math.max(0, outcome.delayMs)
+        : retryBackoffMs(deliveryCount);
+      break;
+    case 'threw':
+      delayMs = retryBackoffMs(deliveryCount);
+      break;
+  }
+  // Terminate explicitly at the limit, so both transports drop (and log) at the same point.
+  if (deliveryCount >= maxDeliver)
+    return { type: 'term', reason: `gave up after ${deliveryCount} deliveries` };
+  return { type: 'nak', delayMs };
+}
+
+// ---------- misc ----------
+
+export function errorMessage(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return typeof err === 'string' ? err : 'unknown error';
+}
+
+export const noopLogger = { warn() {}, info() {} };

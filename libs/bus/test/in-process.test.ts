@@ -1,0 +1,60 @@
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { busNames, createBus, createInProcessBus, type HandlerOutcome } from '../src/index.js';
+import { describeBusConformance } from './conformance.js';
+import { Inbox, sleep } from './support.js';
+
+const names = busNames(`t${randomBytes(4).toString('hex')}`);
+
+describeBusConformance('in-process', async () => ({ bus: createInProcessBus({ names }), names }));
+
+describe('in-process bus: its own limits', () => {
+  const ack: HandlerOutcome = { type: 'ack' };
+
+  it('forgets a msgId once the duplicate window has passed', async () => {
+    const bus = createInProcessBus({ names, stream: { duplicateWindowMs: 30 } });
+    const subject = names.eventSubject('dw', 'x');
+    await bus.publish(subject, 1, { msgId: 'same' });
+    await bus.publish(subject, 2, { msgId: 'same' });
+    await sleep(40);
+    await bus.publish(subject, 3, { msgId: 'same' });
+    const got = new Inbox<unknown>();
+    await bus.consume({ durable: 'dw' }, async (m) => (got.push(m.data), ack));
+    await got.count(2);
+    await bus.close();
+    expect(got.items).toEqual([1, 3]);
+  });
+
+  it('keeps at most maxMessages events; a new durable starts at the oldest kept', async () => {
+    const bus = createInProcessBus({ names, stream: { maxMessages: 3 } });
+    const subject = names.eventSubject('cap', 'x');
+    for (let i = 1; i <= 5; i++) await bus.publish(subject, i, { msgId: `m${i}` });
+    const got = new Inbox<unknown>();
+    await bus.consume({ durable: 'cap' }, async (m) => (got.push(m.data), ack));
+    await got.count(3);
+    await bus.close();
+    expect(got.items).toEqual([3, 4, 5]);
+  });
+
+  it('createBus picks the in-process transport without a NATS URL', async () => {
+    const bus = await createBus({ natsUrl: ' ', names });
+    await bus.publish(names.eventSubject('cb', 'x'), 1, { msgId: 'cb' });
+    await bus.close();
+  });
+});
+
+describe('in-process bus: close', () => {
+  it('lets running consumers finish the backlog before stopping them', async () => {
+    const bus = createInProcessBus({ names });
+    const subject = names.eventSubject('drain', 'x');
+    const got = new Inbox<unknown>();
+    await bus.consume({ durable: 'drain' }, async (m) => {
+      await sleep(5);
+      got.push(m.data);
+      return { type: 'ack' };
+    });
+    for (let i = 1; i <= 20; i++) await bus.publish(subject, i, { msgId: `d${i}` });
+    await bus.close();
+    expect(got.items).toHaveLength(20);
+  });
+});

@@ -1,0 +1,95 @@
+/**
+ * The conformance suite against a real NATS server with JetStream (DESIGN.md, Tests). The
+ * vitest global setup finds the server; without one this file skips with the reason, and
+ * with CI=true it fails instead.
+ */
+import { randomBytes } from 'node:crypto';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { busNames, createBus, createNatsBus, type HandlerOutcome } from '../src/index.js';
+import { describeBusConformance } from './conformance.js';
+import { Inbox } from './support.js';
+
+const natsUrl = inject('natsUrl');
+const prefix = `t${randomBytes(4).toString('hex')}`;
+const names = busNames(prefix);
+const servers = natsUrl.split(',');
+
+/** Deletes the events stream and every KV bucket stream this file created. */
+async function removeRunState(): Promise<void> {
+  const nc = await connect({ servers });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for await (const stream of jsm.streams.names()) {
+      if (stream === names.eventsStream || stream.startsWith(`KV_${prefix}-`))
+        await jsm.streams.delete(stream);
+    }
+  } finally {
+    await nc.close();
+  }
+}
+
+if (!natsUrl) {
+  const reason = inject('servicesMissing') || 'NATS not reachable';
+  if (process.env.CI === 'true') {
+    describe('nats bus', () => {
+      it('needs NATS when CI=true', () => {
+        throw new Error(`CI=true but ${reason}`);
+      });
+    });
+  } else {
+    describe.skip(`nats bus (skipped: ${reason})`, () => {
+      it('conformance', () => {});
+    });
+  }
+} else {
+  // File level, so it runs after every describe below has closed its buses.
+  afterAll(removeRunState);
+
+  describeBusConformance('nats', async () => ({
+    bus: await createNatsBus({ servers, names, name: `bus-test-${prefix}` }),
+    names,
+  }));
+
+  describe('nats bus: broker specifics', () => {
+    const ack: HandlerOutcome = { type: 'ack' };
+
+    it('creates the events stream with file storage and a 2 minute duplicate window', async () => {
+      const bus = await createNatsBus({ servers, names });
+      const nc = await connect({ servers });
+      const info = await (await jetstreamManager(nc)).streams.info(names.eventsStream);
+      await nc.close();
+      await bus.close();
+      expect(info.config).toMatchObject({
+        subjects: [names.eventsWildcard],
+        storage: 'file',
+        duplicate_window: 120e9,
+      });
+    });
+
+    it('a durable survives its process: a new connection resumes after the last ack', async () => {
+      const subject = names.eventSubject('restart', 'x');
+      const durable = `${prefix}-restart`;
+      const one = await createBus({ natsUrl, names });
+      for (let i = 1; i <= 3; i++) await one.publish(subject, i, { msgId: `restart-${i}` });
+      const got = new Inbox<unknown>();
+      await one.consume({ durable, filterSubject: subject }, async (m) => (got.push(m.data), ack));
+      await got.count(3);
+      await one.close();
+
+      const two = await createBus({ natsUrl, names });
+      await two.publish(subject, 4, { msgId: 'restart-4' });
+      await two.consume({ durable, filterSubject: subject }, async (m) => (got.push(m.data), ack));
+      await got.count(4);
+      await two.close();
+      expect(got.items).toEqual([1, 2, 3, 4]);
+    });
+
+    it('fails to connect with a BusError when no server answers', async () => {
+      await expect(createNatsBus({ servers: '127.0.0.1:1', names })).rejects.toThrow(
+        /cannot connect to NATS/,
+      );
+    });
+  });
+}

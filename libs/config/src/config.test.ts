@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './config.js';
+
+describe('loadConfig', () => {
+  it('gives the all-in-one its embedded defaults', () => {
+    const c = loadConfig('all-in-one', {});
+    expect(c.port).toBe(8080);
+    expect(c.host).toBe('0.0.0.0');
+    expect(c.publicBaseUrl).toBe('http://localhost:8080');
+    expect(c.agentTokenAudience).toBe('http://localhost:8080');
+    expect(c.databaseUrl).toBeUndefined();
+    expect(c.natsUrl).toBeUndefined();
+    expect(c.agentTokenTtlSeconds).toBe(7200);
+    expect(c.bootstrapSecretTtlSeconds).toBe(3600);
+    expect(c.approvalTtlSeconds).toBe(300);
+    expect(c.signup).toBe('open');
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('refuses to start a split service without NATS_URL and DATABASE_URL', () => {
+    expect(() => loadConfig('control-plane', {})).toThrow(/NATS_URL, DATABASE_URL, VLT_MASTER_KEY/);
+    expect(() => loadConfig('data-plane', {})).toThrow(/NATS_URL/);
+    expect(() => loadConfig('audit', { NATS_URL: 'nats://x' })).toThrow(/DATABASE_URL/);
+  });
+
+  it('parses lists and numbers, and names the bad variable without echoing its value', () => {
+    const c = loadConfig('data-plane', {
+      NATS_URL: 'nats://127.0.0.1:4222',
+      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32, ::1/128',
+      PORT: '9000',
+    });
+    expect(c.ssrfAllowCidrs).toEqual(['127.0.0.1/32', '::1/128']);
+    expect(c.port).toBe(9000);
+    try {
+      loadConfig('data-plane', { NATS_URL: 'nats://x', PORT: 'secret-ish-value' });
+      expect.unreachable();
+    } catch (e) {
+      expect(e).toBeInstanceOf(ConfigError);
+      expect((e as Error).message).toContain('PORT');
+      expect((e as Error).message).not.toContain('secret-ish-value');
+    }
+  });
+
+  it('requires a master key for the all-in-one in production', () => {
+    expect(() => loadConfig('all-in-one', { NODE_ENV: 'production' })).toThrow(/VLT_MASTER_KEY/);
+  });
+
+  it('strips a trailing slash from PUBLIC_BASE_URL and uses it as default audience', () => {
+    const c = loadConfig('all-in-one', { PUBLIC_BASE_URL: 'https://vault.example.com/' });
+    expect(c.publicBaseUrl).toBe('https://vault.example.com');
+    expect(c.agentTokenAudience).toBe('https://vault.example.com');
+  });
+});

@@ -1,0 +1,200 @@
+/**
+ * Process configuration: parsed once at start-up from the environment, validated, frozen.
+ * Names are fixed by DESIGN.md (operators and external tools rely on them).
+ * Dynamic configuration (policies) is data, compiled by the control plane; never env.
+ */
+import { z } from 'zod';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  readonly code = 'CONFIG_INVALID';
+}
+
+const csv = z
+  .string()
+  .optional()
+  .transform((s) =>
+    (s ?? '')
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  );
+
+const optionalUrl = z
+  .string()
+  .optional()
+  .transform((s) => (s && s.trim() !== '' ? s.trim() : undefined));
+
+const cidr = z.string().regex(/^[0-9a-fA-F:.]+\/\d{1,3}$/, 'expected a CIDR such as 127.0.0.1/32');
+
+const baseShape = {
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().default('0.0.0.0'),
+  PUBLIC_BASE_URL: optionalUrl,
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  NATS_URL: optionalUrl,
+  /** Prefix for every subject, stream and bucket: keeps environments sharing one NATS apart. */
+  VLT_NATS_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/)
+    .default('vlt'),
+  VLT_TRUST_PROXY: csv,
+  VLT_SSRF_ALLOW_CIDRS: csv.pipe(z.array(cidr)),
+};
+
+const controlPlaneShape = {
+  DATABASE_URL: optionalUrl,
+  VLT_DATA_DIR: z.string().default('./.vlt-data'),
+  VLT_MASTER_KEY: optionalUrl,
+  VLT_MASTER_KEYS_OLD: z.string().optional(),
+  AGENT_TOKEN_AUDIENCE: optionalUrl,
+  AGENT_TOKEN_TTL_SECONDS: z.coerce.number().int().min(60).max(86_400).default(7200),
+  BOOTSTRAP_SECRET_TTL_HOURS: z.coerce.number().positive().max(168).default(1),
+  VLT_APPROVAL_TTL_SECONDS: z.coerce.number().int().min(30).max(86_400).default(300),
+  VLT_SIGNUP: z.enum(['open', 'closed']).default('open'),
+  VLT_DASHBOARD_URL: optionalUrl,
+};
+
+const dataPlaneShape = {
+  /** Upstream request timeout (headers), milliseconds. */
+  VLT_UPSTREAM_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(30_000),
+  /** How long fetched provider credentials stay cached in a data-plane pod. */
+  VLT_CREDENTIAL_CACHE_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
+};
+
+const notifierShape = {
+  VLT_PUSH_API_URL: optionalUrl,
+};
+
+const schemas = {
+  'control-plane': z.object({ ...baseShape, ...controlPlaneShape }),
+  'data-plane': z.object({ ...baseShape, ...dataPlaneShape }),
+  audit: z.object({ ...baseShape, DATABASE_URL: optionalUrl }),
+  notifier: z.object({ ...baseShape, DATABASE_URL: optionalUrl, ...notifierShape }),
+  'all-in-one': z.object({ ...baseShape, ...controlPlaneShape, ...dataPlaneShape, ...notifierShape }),
+} as const;
+
+export type ServiceName = keyof typeof schemas;
+type Raw<S extends ServiceName> = z.infer<(typeof schemas)[S]>;
+
+export interface CommonConfig {
+  service: ServiceName;
+  env: 'development' | 'production' | 'test';
+  port: number;
+  host: string;
+  publicBaseUrl: string;
+  logLevel: string;
+  natsUrl: string | undefined;
+  natsPrefix: string;
+  trustProxy: string[];
+  ssrfAllowCidrs: string[];
+}
+
+export interface ControlPlaneConfig extends CommonConfig {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  masterKey: string | undefined;
+  masterKeysOld: string | undefined;
+  agentTokenAudience: string;
+  agentTokenTtlSeconds: number;
+  bootstrapSecretTtlSeconds: number;
+  approvalTtlSeconds: number;
+  signup: 'open' | 'closed';
+  dashboardUrl: string | undefined;
+}
+
+export interface DataPlaneConfig extends CommonConfig {
+  upstreamTimeoutMs: number;
+  credentialCacheMs: number;
+}
+
+export interface AuditConfig extends CommonConfig {
+  databaseUrl: string | undefined;
+}
+
+export interface NotifierConfig extends CommonConfig {
+  databaseUrl: string | undefined;
+  pushApiUrl: string | undefined;
+}
+
+export type AllInOneConfig = ControlPlaneConfig & DataPlaneConfig & NotifierConfig;
+
+interface ConfigByService {
+  'control-plane': ControlPlaneConfig;
+  'data-plane': DataPlaneConfig;
+  audit: AuditConfig;
+  notifier: NotifierConfig;
+  'all-in-one': AllInOneConfig;
+}
+
+function formatIssues(error: z.ZodError): string {
+  // Name the variable and the rule, never the value: a value may be a secret.
+  return error.issues.map((i) => `${i.path.join('.') || '(env)'}: ${i.message}`).join('; ');
+}
+
+/**
+ * Parses the environment for one service. Split services (everything but the all-in-one)
+ * refuse to start without NATS_URL, and those that own tables without DATABASE_URL.
+ */
+export function loadConfig<S extends ServiceName>(
+  service: S,
+  env: Record<string, string | undefined>,
+): Readonly<ConfigByService[S]> {
+  const parsed = schemas[service].safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(`invalid configuration for ${service}: ${formatIssues(parsed.error)}`);
+  }
+  const raw = parsed.data as Raw<'all-in-one'>;
+  const missing: string[] = [];
+  if (service !== 'all-in-one') {
+    if (!raw.NATS_URL) missing.push('NATS_URL');
+    if (service !== 'data-plane' && !raw.DATABASE_URL) missing.push('DATABASE_URL');
+    if (service === 'control-plane' && !raw.VLT_MASTER_KEY) missing.push('VLT_MASTER_KEY');
+  }
+  if (missing.length) {
+    throw new ConfigError(
+      `${service} runs split from the others and needs ${missing.join(', ')} (only the all-in-one has embedded defaults)`,
+    );
+  }
+  if (raw.NODE_ENV === 'production' && service === 'all-in-one' && !raw.VLT_MASTER_KEY) {
+    throw new ConfigError('VLT_MASTER_KEY is required when NODE_ENV=production');
+  }
+
+  const publicBaseUrl = (raw.PUBLIC_BASE_URL ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, '');
+  try {
+    new URL(publicBaseUrl);
+  } catch {
+    throw new ConfigError('invalid configuration: PUBLIC_BASE_URL is not a URL');
+  }
+
+  const common: CommonConfig = {
+    service,
+    env: raw.NODE_ENV,
+    port: raw.PORT,
+    host: raw.HOST,
+    publicBaseUrl,
+    logLevel: raw.LOG_LEVEL,
+    natsUrl: raw.NATS_URL,
+    natsPrefix: raw.VLT_NATS_PREFIX,
+    trustProxy: raw.VLT_TRUST_PROXY,
+    ssrfAllowCidrs: raw.VLT_SSRF_ALLOW_CIDRS,
+  };
+  const all: AllInOneConfig = {
+    ...common,
+    databaseUrl: raw.DATABASE_URL,
+    dataDir: raw.VLT_DATA_DIR ?? './.vlt-data',
+    masterKey: raw.VLT_MASTER_KEY,
+    masterKeysOld: raw.VLT_MASTER_KEYS_OLD,
+    agentTokenAudience: raw.AGENT_TOKEN_AUDIENCE ?? publicBaseUrl,
+    agentTokenTtlSeconds: raw.AGENT_TOKEN_TTL_SECONDS ?? 7200,
+    bootstrapSecretTtlSeconds: Math.round((raw.BOOTSTRAP_SECRET_TTL_HOURS ?? 1) * 3600),
+    approvalTtlSeconds: raw.VLT_APPROVAL_TTL_SECONDS ?? 300,
+    signup: raw.VLT_SIGNUP ?? 'open',
+    dashboardUrl: raw.VLT_DASHBOARD_URL,
+    upstreamTimeoutMs: raw.VLT_UPSTREAM_TIMEOUT_MS ?? 30_000,
+    credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS ?? 30_000,
+    pushApiUrl: raw.VLT_PUSH_API_URL,
+  };
+  return Object.freeze(all) as unknown as Readonly<ConfigByService[S]>;
+}

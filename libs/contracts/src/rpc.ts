@@ -1,0 +1,73 @@
+/** Request/reply between data plane and control plane. */
+import { z } from 'zod';
+import { AgentTokenRecord, ConnectionDescriptor, PolicySnapshot } from './snapshots.js';
+
+export const CredentialsRequest = z.object({
+  v: z.literal(1),
+  workspaceId: z.uuid(),
+  agentId: z.uuid(),
+  connectionId: z.uuid(),
+});
+export type CredentialsRequest = z.infer<typeof CredentialsRequest>;
+
+export const ProviderCredentials = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('basic'), username: z.string(), password: z.string() }),
+  z.object({ type: z.literal('bearer'), token: z.string() }),
+]);
+export type ProviderCredentials = z.infer<typeof ProviderCredentials>;
+
+export const CredentialsResponse = z.discriminatedUnion('ok', [
+  z.object({ ok: z.literal(true), credentials: ProviderCredentials, ttlMs: z.number().int() }),
+  z.object({ ok: z.literal(false), code: z.enum(['not_found', 'revoked', 'needs_reauth', 'forbidden']) }),
+]);
+export type CredentialsResponse = z.infer<typeof CredentialsResponse>;
+
+/** Cache-miss lookups: a data plane that has not seen a record yet asks once. */
+export const AgentTokenLookupRequest = z.object({ v: z.literal(1), tokenHash: z.string() });
+export const AgentTokenLookupResponse = z.object({ record: AgentTokenRecord.nullable() });
+
+export const PolicyLookupRequest = z.object({
+  v: z.literal(1),
+  agentId: z.uuid(),
+  connectionId: z.uuid(),
+});
+export const PolicyLookupResponse = z.object({
+  policy: PolicySnapshot.nullable(),
+  connection: ConnectionDescriptor.nullable(),
+});
+
+/** Data plane → control plane: a request needs step-up approval. */
+export const ApprovalCreateRequest = z.object({
+  v: z.literal(1),
+  workspaceId: z.uuid(),
+  agentId: z.uuid(),
+  connectionId: z.uuid(),
+  policyId: z.uuid(),
+  fingerprint: z.string().min(1).max(200),
+  reason: z.string().max(500),
+  requestDetails: z.record(z.string(), z.unknown()),
+});
+export type ApprovalCreateRequest = z.infer<typeof ApprovalCreateRequest>;
+export const ApprovalCreateResponse = z.discriminatedUnion('ok', [
+  z.object({ ok: z.literal(true), approvalRequestId: z.uuid(), expiresAt: z.string(), auditId: z.string() }),
+  z.object({ ok: z.literal(false), code: z.enum(['forbidden', 'revoked']) }),
+]);
+
+/** Data plane → control plane: consume an approved request, exactly once. */
+export const ApprovalRedeemRequest = z.object({
+  v: z.literal(1),
+  approvalId: z.uuid(),
+  workspaceId: z.uuid(),
+  agentId: z.uuid(),
+  connectionId: z.uuid(),
+  fingerprint: z.string().min(1).max(200),
+});
+export type ApprovalRedeemRequest = z.infer<typeof ApprovalRedeemRequest>;
+export const ApprovalRedeemResponse = z.discriminatedUnion('ok', [
+  z.object({ ok: z.literal(true) }),
+  z.object({
+    ok: z.literal(false),
+    code: z.enum(['not_found', 'pending', 'denied', 'expired', 'consumed', 'mismatch']),
+  }),
+]);
+export type ApprovalRedeemResponse = z.infer<typeof ApprovalRedeemResponse>;

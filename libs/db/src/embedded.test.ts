@@ -1,0 +1,99 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPrismaClient } from './client.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './embedded.js';
+import { applyMigrations } from './migrate.js';
+import { openDatabase } from './open-database.js';
+import type { PrismaClient } from './generated/prisma/client.js';
+import {
+  expectCliCompatibleHistory,
+  expectDatabaseConstraints,
+  expectJtiSingleUse,
+  expectRoundTrip,
+  migrationFolders,
+} from './testing/shared-checks.js';
+
+// PGlite needs no server, so these always run.
+describe('embedded PostgreSQL (PGlite)', () => {
+  let dataDir: string;
+  let db: EmbeddedPostgres;
+  let prisma: PrismaClient;
+
+  beforeAll(async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), 'vlt-embedded-'));
+    db = await startEmbeddedPostgres(dataDir);
+    prisma = createPrismaClient(db.url, { max: 4 });
+  });
+  afterAll(async () => {
+    await prisma?.$disconnect();
+    await db?.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  it('listens on loopback at an ephemeral port', () => {
+    expect(db.url).toMatch(/^postgresql:\/\/postgres@127\.0\.0\.1:\d+\/postgres$/);
+    expect(db.url).not.toContain(':5432/');
+  });
+
+  it('applies the migrations once even when asked twice at the same time', async () => {
+    // One PGlite session serves every connection, so only the in-process queue keeps two
+    // engines from applying the same migration together.
+    const [a, b] = await Promise.all([applyMigrations(db.url), applyMigrations(db.url)]);
+    expect([...a.applied, ...b.applied]).toEqual(await migrationFolders());
+    expect(await applyMigrations(db.url)).toEqual({ applied: [] });
+    await expectCliCompatibleHistory(db.url);
+  });
+
+  it('serves several connections at once', async () => {
+    const clients = Array.from({ length: 3 }, () => new pg.Client({ connectionString: db.url }));
+    await Promise.all(clients.map((c) => c.connect()));
+    const answers = await Promise.all(
+      clients.map((c, i) => c.query<{ n: number }>('SELECT $1::int AS n', [i])),
+    );
+    expect(answers.map((r) => r.rows[0]?.n)).toEqual([0, 1, 2]);
+    await Promise.all(clients.map((c) => c.end()));
+  });
+
+  it('round-trips rows, Json, enums and cascades', () => expectRoundTrip(prisma));
+  it('lets exactly one insert of an assertion jti succeed', () => expectJtiSingleUse(prisma));
+  it('enforces the constraints the services rely on', () => expectDatabaseConstraints(prisma));
+
+  it('refuses a second server on the same data directory', async () => {
+    await expect(startEmbeddedPostgres(dataDir)).rejects.toThrow(/in use by process/);
+  });
+
+  it('keeps the data across a restart', async () => {
+    const marker = await prisma.workspace.create({ data: { name: 'survives-restart' } });
+    await prisma.$disconnect();
+    await db.stop();
+
+    db = await startEmbeddedPostgres(dataDir);
+    prisma = createPrismaClient(db.url, { max: 4 });
+    expect(await applyMigrations(db.url)).toEqual({ applied: [] });
+    expect(await prisma.workspace.findUnique({ where: { id: marker.id } })).toMatchObject({
+      name: 'survives-restart',
+    });
+  });
+});
+
+describe('openDatabase', () => {
+  it('starts, migrates and closes the embedded database when no URL is given', async () => {
+    const dataDir = await mkdtemp(path.join(tmpdir(), 'vlt-open-'));
+    try {
+      // A lock file left by a process that no longer exists must not block the start.
+      await writeFile(path.join(dataDir, 'pg.lock'), '999999999');
+      const opened = await openDatabase({ dataDir, migrate: true, databaseUrl: '  ' });
+      expect(opened.embedded).toBe(true);
+      expect(await opened.prisma.user.count()).toBe(0);
+      await opened.close();
+      await opened.close(); // idempotent
+      const again = await startEmbeddedPostgres(dataDir); // the lock was released
+      await again.stop();
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,51 @@
+import { createPrismaClient } from './client.js';
+import { startEmbeddedPostgres } from './embedded.js';
+import { applyMigrations } from './migrate.js';
+import type { PrismaClient } from './generated/prisma/client.js';
+
+export interface OpenDatabaseOptions {
+  /** `DATABASE_URL`. Absent or empty: embedded PGlite in `<dataDir>/pg`. */
+  databaseUrl?: string;
+  /** `VLT_DATA_DIR`; only used for the embedded database. */
+  dataDir: string;
+  /** Apply pending migrations before returning. */
+  migrate: boolean;
+  /** Pool size of the client; defaults to pg's 10, or 4 when embedded (one session anyway). */
+  max?: number;
+}
+
+export interface OpenedDatabase {
+  prisma: PrismaClient;
+  url: string;
+  embedded: boolean;
+  /** Disconnects the client, then stops the embedded server if one was started. */
+  close(): Promise<void>;
+}
+
+/** The database of a process: the configured PostgreSQL, or the embedded one when none is. */
+export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDatabase> {
+  const configured = opts.databaseUrl?.trim();
+  const embedded = configured ? undefined : await startEmbeddedPostgres(opts.dataDir);
+  const url = configured || (embedded?.url ?? '');
+  try {
+    if (opts.migrate) await applyMigrations(url);
+    const prisma = createPrismaClient(url, { max: opts.max ?? (embedded ? 4 : undefined) });
+    let closed: Promise<void> | undefined;
+    return {
+      prisma,
+      url,
+      embedded: embedded !== undefined,
+      close: () =>
+        (closed ??= (async () => {
+          try {
+            await prisma.$disconnect();
+          } finally {
+            await embedded?.stop();
+          }
+        })()),
+    };
+  } catch (error) {
+    await embedded?.stop();
+    throw error;
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * @vlt/policy-engine: pure policy decisions for the data plane and write-time validation for
+ * the control plane. No I/O, no module-level state. See docs/policy-engine.md.
+ */
+export { compilePolicy, hydratePolicy, planResponse } from './compile.js';
+export type { ConnectionInfo, PolicyRuntime } from './compile.js';
+
+export {
+  validatePolicyDocument,
+  validatePolicyRules,
+  validateAllowlists,
+  validateTimeWindows,
+  validateProviderConstraints,
+} from './validate.js';
+
+export { evaluateExecution, evaluateTokenVending } from './pipeline.js';
+export type {
+  ApprovalStatus,
+  ExecutionAudit,
+  ExecutionContext,
+  ExecutionDecision,
+  ExecutionRequest,
+  ExecutionTarget,
+  PipelineStep,
+  TokenVendingDecision,
+} from './pipeline.js';
+
+export { canonicalizeTarget } from './url-canonicalizer.js';
+export type { CanonicalTarget, CanonicalizeFailure, HostKind } from './url-canonicalizer.js';
+
+export { matchAllowlist } from './allowlist.js';
+export { isBlockedAddress, blockedAddressReason, validateCidrList } from './ssrf.js';
+export { requestFingerprint } from './fingerprint.js';
+export type { FingerprintInput } from './fingerprint.js';
+export { isWithinTimeWindows } from './time-windows.js';
+export { decideAccess, isWriteMethod } from './step-up.js';
+export type { AccessDecision, AccessInput } from './step-up.js';
+export { sanitizeRequestHeaders } from './request-headers.js';
+
+export {
+  filterResponseBody,
+  createResponseFilterStream,
+  createResponseFilterNodeStream,
+} from './response-body.js';
+export type { ResponseRoute } from './response-body.js';
+export type { ResponsePlan } from './response-filter.js';
+export { DEFAULT_STREAM_LIMITS } from './stream-filters.js';
+export type { StreamFilterLimits } from './stream-filters.js';
+
+export {
+  PolicyValidationError,
+  CompiledPolicyError,
+  ResponseFilterLimitError,
+  ResponseFilterEncodingError,
+} from './errors.js';

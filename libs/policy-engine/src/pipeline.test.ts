@@ -1,0 +1,394 @@
+import { describe, expect, it } from 'vitest';
+import type { ExecutionContext, ExecutionDecision, ExecutionRequest } from './pipeline.js';
+import { evaluateExecution, evaluateTokenVending } from './pipeline.js';
+import { requestFingerprint } from './fingerprint.js';
+import type { PolicyInput } from './test-fixtures.js';
+import { runtime } from './test-fixtures.js';
+
+const PUBLIC = ['93.184.216.34'];
+const NOW = new Date('2024-01-01T12:00:00Z'); // a Monday
+
+function ctx(over: Partial<ExecutionContext> = {}): ExecutionContext {
+  return {
+    now: NOW,
+    requestsInLastHour: 0,
+    ssrfAllowCidrs: [],
+    model: 'B',
+    resolvedAddresses: PUBLIC,
+    ...over,
+  };
+}
+
+const GET: ExecutionRequest = { method: 'GET', url: 'https://api.example.com/v1/items' };
+const POST: ExecutionRequest = {
+  method: 'POST',
+  url: 'https://api.example.com/v1/items',
+  body: { name: 'x' },
+};
+
+function outcome(d: ExecutionDecision): string {
+  return d.outcome === 'deny'
+    ? `deny:${d.step}:${d.code}`
+    : d.outcome === 'require_approval'
+      ? `approval:${d.code}`
+      : d.outcome;
+}
+
+describe('evaluateExecution: request validation (400)', () => {
+  const rt = runtime();
+  it.each<[ExecutionRequest, string]>([
+    [{ method: 'HEAD', url: GET.url }, 'method'],
+    [{ method: 'TRACE', url: GET.url }, 'method'],
+    [{ method: 'GET', url: '' }, 'url is required'],
+    [{ method: 'GET', url: 'not a url' }, 'invalid url'],
+    [{ method: 'GET', url: GET.url, query: { a: 1 as unknown as string } }, 'query'],
+    [{ method: 'GET', url: GET.url, headers: { 'X-HTTP-Method-Override': 'DELETE' } }, 'not allowed'],
+    [{ method: 'GET', url: GET.url, headers: { 'x-ok': 'a\r\nInjected: 1' } }, 'invalid value'],
+    [{ method: 'POST', url: GET.url, body: '{"to":"a","to":"b"}' }, 'repeats the key "to"'],
+  ])('%j → 400 (%s)', (req, reason) => {
+    const d = evaluateExecution(req, rt, ctx());
+    expect(d.outcome).toBe('bad_request');
+    if (d.outcome === 'bad_request') expect(d.reason).toContain(reason);
+  });
+
+  it('accepts lower-case methods', () => {
+    expect(evaluateExecution({ ...GET, method: 'get' }, rt, ctx()).outcome).toBe('allow');
+  });
+});
+
+describe('evaluateExecution: each step refuses', () => {
+  it('1. the policy must allow the model', () => {
+    expect(outcome(evaluateExecution(GET, runtime({ allowedModels: ['A'] }), ctx()))).toBe(
+      'deny:model:model_not_allowed',
+    );
+  });
+
+  it('2. time windows', () => {
+    const rt = runtime({ timeWindows: [{ dayOfWeek: 2, startHour: 0, endHour: 23, timezone: 'UTC' }] });
+    expect(outcome(evaluateExecution(GET, rt, ctx()))).toBe('deny:time_window:outside_time_window');
+    expect(outcome(evaluateExecution(GET, rt, ctx({ now: new Date('2024-01-02T12:00:00Z') })))).toBe('allow');
+  });
+
+  it('3. the allowlist, default deny, on the canonical URL', () => {
+    const rt = runtime({
+      allowlists: [{ baseUrl: 'https://api.example.com', methods: ['GET'], pathPatterns: ['/v1/items*'] }],
+    });
+    expect(outcome(evaluateExecution(GET, rt, ctx()))).toBe('allow');
+    expect(outcome(evaluateExecution(POST, rt, ctx()))).toBe('deny:allowlist:not_allowlisted');
+    expect(
+      outcome(
+        evaluateExecution({ method: 'GET', url: 'https://api.example.com/v1/items/../../admin' }, rt, ctx()),
+      ),
+    ).toBe('deny:allowlist:not_allowlisted');
+    expect(
+      outcome(
+        evaluateExecution({ method: 'GET', url: 'https://api.example.com@evil.example/v1/items' }, rt, ctx()),
+      ),
+    ).toBe('deny:allowlist:url_refused');
+    expect(
+      outcome(evaluateExecution({ method: 'GET', url: 'http://api.example.com/v1/items' }, rt, ctx())),
+    ).toBe('deny:allowlist:url_refused');
+    expect(
+      outcome(
+        evaluateExecution(
+          { method: 'GET', url: 'https://api.example.com/v1/items%2f..%2f..%2fadmin' },
+          rt,
+          ctx(),
+        ),
+      ),
+    ).toBe('deny:allowlist:url_refused');
+    expect(outcome(evaluateExecution(GET, runtime({ allowlists: [] }), ctx()))).toBe(
+      'deny:allowlist:not_allowlisted',
+    );
+  });
+
+  it('4. SSRF: asks for resolution and never resolves itself', () => {
+    const rt = runtime();
+    const d = evaluateExecution(GET, rt, ctx({ resolvedAddresses: undefined }));
+    expect(d).toEqual({ outcome: 'needs_resolution', host: 'api.example.com', port: 443 });
+  });
+
+  it.each([
+    [['10.0.0.5']],
+    [['93.184.216.34', '127.0.0.1']],
+    [['::ffff:169.254.169.254']],
+    [['64:ff9b::a9fe:a9fe']],
+    [[]],
+    [['0x7f.1']],
+  ])('4. SSRF: refuses resolved addresses %j', (addresses) => {
+    expect(outcome(evaluateExecution(GET, runtime(), ctx({ resolvedAddresses: addresses })))).toMatch(
+      /^deny:ssrf:/,
+    );
+  });
+
+  it('4. SSRF: literal IP hosts are checked without resolution, whatever their spelling', () => {
+    const rt = runtime({
+      allowlists: ['127.0.0.1', '[::1]', '169.254.169.254', '8.8.8.8'].map((h) => ({
+        baseUrl: `https://${h}`,
+        methods: ['GET' as const],
+        pathPatterns: ['/*'],
+      })),
+    });
+    for (const url of [
+      'https://2130706433/',
+      'https://0x7f.1/',
+      'https://127.1/',
+      'https://[::1]/',
+      'https://0xA9FEA9FE/',
+      'https://[::ffff:7f00:1]/',
+    ]) {
+      const d = evaluateExecution({ method: 'GET', url }, rt, ctx({ resolvedAddresses: undefined }));
+      expect(d.outcome, url).not.toBe('allow');
+      expect(d.outcome, url).not.toBe('needs_resolution');
+    }
+    const pub = evaluateExecution(
+      { method: 'GET', url: 'https://8.8.8.8/' },
+      rt,
+      ctx({ resolvedAddresses: undefined }),
+    );
+    expect(pub).toMatchObject({ outcome: 'allow', target: { addresses: ['8.8.8.8'] } });
+  });
+
+  it('4. SSRF: the allow list exempts local test upstreams', () => {
+    const rt = runtime({
+      allowlists: [{ baseUrl: 'https://localhost:8443', methods: ['GET'], pathPatterns: ['/*'] }],
+    });
+    const req = { method: 'GET', url: 'https://localhost:8443/x' };
+    expect(outcome(evaluateExecution(req, rt, ctx({ resolvedAddresses: ['127.0.0.1'] })))).toBe(
+      'deny:ssrf:blocked_address',
+    );
+    expect(
+      outcome(
+        evaluateExecution(
+          req,
+          rt,
+          ctx({ resolvedAddresses: ['127.0.0.1'], ssrfAllowCidrs: ['127.0.0.0/8'] }),
+        ),
+      ),
+    ).toBe('allow');
+  });
+
+  it('5. provider constraints', () => {
+    const rt = runtime(
+      {
+        allowlists: [{ baseUrl: 'https://api.bot.example', methods: ['POST'], pathPatterns: ['/bot/*'] }],
+        providerConstraints: { provider: 'chatbot_a', allowedChatIds: ['1'] },
+      },
+      { provider: 'chatbot_a', service: 'chatbot_a' },
+    );
+    const send = (chat: unknown) =>
+      evaluateExecution(
+        { method: 'POST', url: 'https://api.bot.example/bot/sendMessage', body: { chat_id: chat } },
+        rt,
+        ctx(),
+      );
+    expect(outcome(send(1))).toBe('allow');
+    expect(outcome(send(2))).toBe('deny:provider_constraints:provider_constraint');
+  });
+
+  it('6. request rules and mode', () => {
+    const rt = runtime({
+      rules: {
+        request: [
+          {
+            label: 'no admins',
+            match: { body: [{ path: 'role', op: 'eq', value: 'admin' }] },
+            action: 'deny',
+          },
+        ],
+      },
+    });
+    const d = evaluateExecution({ ...POST, body: '{"r\\u006fle":"admin"}' }, rt, ctx());
+    expect(d).toMatchObject({
+      outcome: 'deny',
+      step: 'request_rules',
+      code: 'rule_denied',
+      audit: { rule: { index: 0, label: 'no admins', action: 'deny' } },
+    });
+    expect(outcome(evaluateExecution(POST, runtime({ defaultMode: 'read_only' }), ctx()))).toBe(
+      'deny:request_rules:read_only',
+    );
+  });
+
+  it('7. step-up: approval needed, then redeemed only by a matching approval', () => {
+    const rt = runtime({ stepUpApproval: 'risk_based' });
+    const first = evaluateExecution(POST, rt, ctx());
+    expect(first).toMatchObject({
+      outcome: 'require_approval',
+      code: 'step_up_risk_based',
+      fingerprint: requestFingerprint(POST),
+    });
+    expect(
+      evaluateExecution(
+        POST,
+        rt,
+        ctx({ approval: { status: 'approved', fingerprintMatches: true, id: 'ap1' } }),
+      ),
+    ).toMatchObject({
+      outcome: 'allow',
+      approvalUsed: true,
+      audit: { approvalId: 'ap1' },
+    });
+    expect(
+      outcome(
+        evaluateExecution(POST, rt, ctx({ approval: { status: 'approved', fingerprintMatches: false } })),
+      ),
+    ).toBe('deny:step_up:approval_mismatch');
+    for (const status of ['pending', 'denied', 'expired', 'consumed', 'not_found'] as const) {
+      expect(
+        outcome(evaluateExecution(POST, rt, ctx({ approval: { status, fingerprintMatches: true } }))),
+      ).toBe(`deny:step_up:approval_${status}`);
+    }
+    // Reads need no approval; an approval that is not needed changes nothing.
+    expect(
+      evaluateExecution(GET, rt, ctx({ approval: { status: 'denied', fingerprintMatches: false } })),
+    ).toMatchObject({ outcome: 'allow', approvalUsed: false });
+  });
+
+  it('7. step-up: requestFullFields always asks', () => {
+    expect(outcome(evaluateExecution({ ...GET, requestFullFields: true }, runtime(), ctx()))).toBe(
+      'approval:full_fields',
+    );
+  });
+
+  it('8. rate limit with retryAfter', () => {
+    const rt = runtime({ rateLimits: { maxRequestsPerHour: 10 } });
+    expect(outcome(evaluateExecution(GET, rt, ctx({ requestsInLastHour: 9 })))).toBe('allow');
+    const d = evaluateExecution(
+      GET,
+      rt,
+      ctx({ requestsInLastHour: 10, oldestRequestInWindowAt: new Date(NOW.getTime() - 3_590_500) }),
+    );
+    expect(d).toMatchObject({ outcome: 'deny', status: 429, step: 'rate_limit', retryAfter: 10 });
+    expect(evaluateExecution(GET, rt, ctx({ requestsInLastHour: 50 }))).toMatchObject({ retryAfter: 3600 });
+  });
+
+  it('9. payload size, on the bytes that are sent', () => {
+    const rt = runtime({ rateLimits: { maxRequestsPerHour: 100, maxPayloadSizeBytes: 12 } });
+    expect(outcome(evaluateExecution({ ...POST, body: { a: 'ééé' } }, rt, ctx()))).toBe(
+      'deny:payload_size:payload_too_large',
+    );
+    expect(evaluateExecution({ ...POST, body: { a: 'ééé' } }, rt, ctx())).toMatchObject({ status: 413 });
+    expect(outcome(evaluateExecution({ ...POST, body: { a: 'eee' } }, rt, ctx()))).toBe('allow');
+  });
+});
+
+describe('evaluateExecution: order of the steps', () => {
+  // A request that fails every step: each policy variant fixes the earlier steps so that the
+  // next one decides. The first failing step in the spec's order must always be the one reported.
+  const failing: PolicyInput = {
+    allowedModels: ['A'],
+    timeWindows: [{ dayOfWeek: 2, startHour: 0, endHour: 0, timezone: 'UTC' }],
+    allowlists: [{ baseUrl: 'https://other.example', methods: ['GET'], pathPatterns: ['/'] }],
+    providerConstraints: { provider: 'chatbot_a', allowedChatIds: ['1'] },
+    rules: { request: [{ label: 'deny all', match: {}, action: 'deny' }] },
+    rateLimits: { maxRequestsPerHour: 0, maxPayloadSizeBytes: 1 },
+  };
+  const req: ExecutionRequest = { method: 'POST', url: 'https://api.example.com/x', body: { chat_id: 2 } };
+  const conn = { provider: 'chatbot_a', service: 'chatbot_a' };
+  const fixes: Array<[string, PolicyInput, Partial<ExecutionContext>]> = [
+    ['model', {}, {}],
+    ['time_window', { allowedModels: ['B'] }, {}],
+    ['allowlist', { timeWindows: [] }, {}],
+    [
+      'ssrf',
+      { allowlists: [{ baseUrl: 'https://api.example.com', methods: ['POST'], pathPatterns: ['/x'] }] },
+      { resolvedAddresses: ['10.0.0.1'] },
+    ],
+    ['provider_constraints', {}, {}],
+    ['request_rules', { providerConstraints: null }, {}],
+    ['step_up', { rules: { request: [] }, stepUpApproval: 'always' }, {}],
+    ['rate_limit', { stepUpApproval: 'never' }, {}],
+    ['payload_size', { rateLimits: { maxRequestsPerHour: 1, maxPayloadSizeBytes: 1 } }, {}],
+  ];
+  it('reports the first failing step, in the spec order', () => {
+    let policy: PolicyInput = { ...failing };
+    let context: Partial<ExecutionContext> = {};
+    for (const [step, fix, ctxFix] of fixes) {
+      policy = { ...policy, ...fix };
+      context = { ...context, resolvedAddresses: PUBLIC, ...ctxFix };
+      const d = evaluateExecution(req, runtime(policy, conn), ctx(context));
+      const got = d.outcome === 'require_approval' ? 'step_up' : d.outcome === 'deny' ? d.step : d.outcome;
+      expect(got).toBe(step);
+    }
+    policy = { ...policy, rateLimits: null };
+    expect(evaluateExecution(req, runtime(policy, conn), ctx({ resolvedAddresses: PUBLIC })).outcome).toBe(
+      'allow',
+    );
+  });
+});
+
+describe('evaluateExecution: the allow decision', () => {
+  it('returns exactly what to send and the audit metadata', () => {
+    const rt = runtime();
+    const d = evaluateExecution(
+      {
+        method: 'post',
+        url: 'https://API.example.com./v1/./items?b=2',
+        query: { q: 'a b' },
+        headers: {
+          Authorization: 'Bearer stolen',
+          Cookie: 'c',
+          Host: 'evil',
+          'X-Forwarded-For': '1.2.3.4',
+          'x-vlt-approval-id': 'a',
+          Accept: 'application/json',
+          'X-Many': ['a', 'b'],
+        },
+        body: { name: 'x' },
+      },
+      rt,
+      ctx(),
+    );
+    expect(d).toEqual({
+      outcome: 'allow',
+      approvalUsed: false,
+      target: {
+        href: 'https://api.example.com/v1/items?b=2&q=a%20b',
+        method: 'POST',
+        host: 'api.example.com',
+        hostKind: 'domain',
+        port: 443,
+        path: '/v1/items',
+        search: '?b=2&q=a%20b',
+        headers: { accept: 'application/json', 'x-many': 'a, b' },
+        body: '{"name":"x"}',
+        addresses: PUBLIC,
+      },
+      audit: {
+        model: 'B',
+        method: 'POST',
+        host: 'api.example.com',
+        path: '/v1/items',
+        provider: 'code_host',
+        service: 'code_host',
+        policyId: rt.compiled.policyId,
+        policyVersion: 1,
+        allowlistEntry: 0,
+        stepUp: 'step_up_never',
+        dataSize: 12,
+      },
+    });
+  });
+});
+
+describe('evaluateTokenVending (Model A)', () => {
+  it('checks model, time window and rate limit', () => {
+    const c = { now: NOW, requestsInLastHour: 0 };
+    expect(evaluateTokenVending(runtime(), c)).toEqual({ outcome: 'allow' });
+    expect(evaluateTokenVending(runtime({ allowedModels: ['B'] }), c)).toMatchObject({
+      outcome: 'deny',
+      code: 'model_not_allowed',
+    });
+    expect(
+      evaluateTokenVending(
+        runtime({ timeWindows: [{ dayOfWeek: 3, startHour: 0, endHour: 1, timezone: 'UTC' }] }),
+        c,
+      ),
+    ).toMatchObject({ code: 'outside_time_window' });
+    expect(evaluateTokenVending(runtime({ rateLimits: { maxRequestsPerHour: 0 } }), c)).toMatchObject({
+      status: 429,
+      retryAfter: 3600,
+    });
+  });
+});

@@ -1,0 +1,339 @@
+/**
+ * The Model B security pipeline as one pure function, in the spec's order:
+ *   (request validation, 400) → 1 policy allows the model → 2 time window → 3 allowlist →
+ *   4 SSRF → 5 provider constraints → 6 request rules and access mode → 7 step-up approval →
+ *   8 rate limit → 9 payload size.
+ * The first step that refuses decides. The function does no I/O: when the SSRF step needs DNS
+ * answers it returns `needs_resolution`, and the caller resolves the canonical host and calls
+ * again with `resolvedAddresses` (then connects only to those addresses).
+ */
+import type { AllowedModel, HttpMethod } from '@vlt/contracts';
+import { HttpMethod as HttpMethodSchema } from '@vlt/contracts';
+import { matchAllowlist } from './allowlist.js';
+import type { PolicyRuntime } from './compile.js';
+import { requestFingerprint } from './fingerprint.js';
+import { checkProviderConstraints } from './provider-constraints.js';
+import { prepareRequestBody } from './request-body.js';
+import { headerValue, sanitizeRequestHeaders } from './request-headers.js';
+import { evaluateRequestRules } from './request-rules.js';
+import { blockedAddressReason } from './ssrf.js';
+import { decideAccess } from './step-up.js';
+import type { HostKind } from './url-canonicalizer.js';
+import { canonicalizeTarget } from './url-canonicalizer.js';
+
+export interface ExecutionRequest {
+  method: string;
+  url: string;
+  query?: Record<string, string>;
+  headers?: Record<string, string | string[]>;
+  body?: unknown;
+  requestFullFields?: boolean;
+  /** Client-plugin metadata (tool, action, channel). Untrusted; not used for decisions. */
+  context?: Record<string, unknown>;
+}
+
+export type ApprovalStatus = 'pending' | 'approved' | 'denied' | 'expired' | 'consumed' | 'not_found';
+
+export interface ExecutionContext {
+  now: Date;
+  /** Requests counted for this agent+connection pair in the hour before `now`. */
+  requestsInLastHour: number;
+  /** When the oldest of those requests happened; makes `retryAfter` exact. */
+  oldestRequestInWindowAt?: Date;
+  /** DNS answers for the canonical host, from the caller's resolver. */
+  resolvedAddresses?: string[];
+  ssrfAllowCidrs: readonly string[];
+  /** Present when the request carries an approval id. */
+  approval?: { status: ApprovalStatus; fingerprintMatches: boolean; id?: string };
+  model: AllowedModel;
+}
+
+export type PipelineStep =
+  | 'model'
+  | 'time_window'
+  | 'allowlist'
+  | 'ssrf'
+  | 'provider_constraints'
+  | 'request_rules'
+  | 'step_up'
+  | 'rate_limit'
+  | 'payload_size';
+
+/** Audit metadata; keys match the spec's observed ones where they overlap. */
+export interface ExecutionAudit {
+  model: AllowedModel;
+  method: string;
+  host?: string;
+  path?: string;
+  provider: string;
+  service: string;
+  policyId: string;
+  policyVersion: number;
+  step?: PipelineStep;
+  code?: string;
+  allowlistEntry?: number;
+  rule?: { index: number; label: string; action: string };
+  stepUp?: string;
+  approvalId?: string;
+  dataSize: number;
+}
+
+export interface ExecutionTarget {
+  href: string;
+  method: HttpMethod;
+  host: string;
+  hostKind: HostKind;
+  port: number;
+  path: string;
+  search: string;
+  /** Headers to forward (credentials, hop-by-hop and routing headers removed). */
+  headers: Record<string, string>;
+  /** Exactly the body to send, or undefined for none. */
+  body: string | undefined;
+  /** Vetted addresses: connect only to one of these (pins DNS against rebinding). */
+  addresses: string[];
+}
+
+export type ExecutionDecision =
+  | { outcome: 'allow'; target: ExecutionTarget; approvalUsed: boolean; audit: ExecutionAudit }
+  | {
+      outcome: 'deny';
+      status: 403 | 413 | 429;
+      code: string;
+      reason: string;
+      step: PipelineStep;
+      retryAfter?: number;
+      audit: ExecutionAudit;
+    }
+  | { outcome: 'needs_resolution'; host: string; port: number }
+  | { outcome: 'require_approval'; fingerprint: string; code: string; reason: string; audit: ExecutionAudit }
+  | { outcome: 'bad_request'; status: 400; reason: string };
+
+const METHODS: ReadonlySet<string> = new Set(HttpMethodSchema.options);
+
+function badRequest(reason: string): ExecutionDecision {
+  return { outcome: 'bad_request', status: 400, reason };
+}
+
+/** Seconds until the oldest counted request leaves the one-hour window (3600 when unknown). */
+function retryAfterSeconds(now: Date, oldestRequestInWindowAt: Date | undefined): number {
+  const oldest = oldestRequestInWindowAt?.getTime();
+  if (oldest === undefined || Number.isNaN(oldest)) return 3600;
+  return Math.min(3600, Math.max(1, Math.ceil((oldest + 3_600_000 - now.getTime()) / 1000)));
+}
+
+function denial(
+  audit: ExecutionAudit,
+  step: PipelineStep,
+  code: string,
+  reason: string,
+  status: 403 | 413 | 429,
+  retryAfter: number | undefined,
+): ExecutionDecision {
+  return {
+    outcome: 'deny',
+    status,
+    code,
+    reason,
+    step,
+    ...(retryAfter === undefined ? {} : { retryAfter }),
+    audit: { ...audit, step, code },
+  };
+}
+
+function isStringRecord(v: unknown): v is Record<string, string> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  return Object.values(v).every((x) => typeof x === 'string');
+}
+
+export function evaluateExecution(
+  req: ExecutionRequest,
+  policy: PolicyRuntime,
+  ctx: ExecutionContext,
+): ExecutionDecision {
+  // Request validation (400) comes before any policy step.
+  const method = typeof req.method === 'string' ? req.method.toUpperCase() : '';
+  if (!METHODS.has(method)) return badRequest('method must be one of GET, POST, PUT, DELETE, PATCH');
+  const httpMethod = method as HttpMethod;
+  if (typeof req.url !== 'string' || req.url === '') return badRequest('url is required');
+  if (req.query !== undefined && !isStringRecord(req.query))
+    return badRequest('query must map names to strings');
+  const headers = sanitizeRequestHeaders(req.headers);
+  if (!headers.ok) return badRequest(headers.reason);
+  const body = prepareRequestBody(req.body, headerValue(headers.headers, 'content-type'));
+  if (!body.ok) return badRequest(body.reason);
+
+  const c = policy.compiled;
+  const audit: ExecutionAudit = {
+    model: ctx.model,
+    method,
+    provider: c.provider,
+    service: c.service,
+    policyId: c.policyId,
+    policyVersion: c.version,
+    dataSize: body.size,
+  };
+  const deny = (
+    step: PipelineStep,
+    code: string,
+    reason: string,
+    status: 403 | 413 | 429 = 403,
+    retryAfter?: number,
+  ) => denial(audit, step, code, reason, status, retryAfter);
+
+  // 1. The policy must allow this execution model.
+  if (!policy.allowedModels.has(ctx.model)) {
+    return deny('model', 'model_not_allowed', `the policy does not allow model ${ctx.model}`);
+  }
+
+  // 2. Time windows.
+  if (!policy.timeWindows.isOpen(ctx.now)) {
+    return deny('time_window', 'outside_time_window', 'outside the allowed time windows');
+  }
+
+  // 3. Allowlist on the canonical target (the URL matched is the URL sent).
+  const target = canonicalizeTarget(req.url, req.query);
+  if (!target.ok) {
+    if (!target.refused) return badRequest(`invalid url: ${target.reason}`);
+    return deny('allowlist', 'url_refused', `url refused: ${target.reason}`);
+  }
+  audit.host = target.host;
+  audit.path = target.path;
+  const entry = matchAllowlist(policy.allowlists, httpMethod, target);
+  if (!entry) return deny('allowlist', 'not_allowlisted', 'no allowlist entry matches this method and URL');
+  audit.allowlistEntry = entry.index;
+
+  // 4. SSRF: literal IPs are checked as they are; names need the caller's DNS answers.
+  let addresses: string[];
+  if (target.hostKind !== 'domain') {
+    addresses = [target.host];
+  } else if (ctx.resolvedAddresses === undefined) {
+    return { outcome: 'needs_resolution', host: target.host, port: target.port };
+  } else {
+    addresses = [...ctx.resolvedAddresses];
+    if (addresses.length === 0)
+      return deny('ssrf', 'no_addresses', 'the host did not resolve to any address');
+  }
+  for (const address of addresses) {
+    const blocked = blockedAddressReason(address, ctx.ssrfAllowCidrs);
+    if (blocked !== null) {
+      return deny('ssrf', 'blocked_address', `the host resolves to a blocked address (${blocked})`);
+    }
+  }
+
+  // 5. Provider constraints.
+  const constraint = checkProviderConstraints(policy.providerConstraints, target, body.inspected);
+  if (!constraint.ok) return deny('provider_constraints', 'provider_constraint', constraint.reason);
+
+  // 6. Request rules (first match wins) and the access mode.
+  const rule = evaluateRequestRules(policy.requestRules, {
+    method: httpMethod,
+    path: target.path,
+    body: body.inspected,
+  });
+  if (rule) audit.rule = { index: rule.index, label: rule.label, action: rule.action };
+  const access = decideAccess({
+    method: httpMethod,
+    ruleAction: rule ? rule.action : null,
+    defaultMode: c.defaultMode,
+    stepUpApproval: c.stepUpApproval,
+    requestFullFields: req.requestFullFields === true,
+  });
+  audit.stepUp = access.code;
+  if (access.kind === 'deny') return deny('request_rules', access.code, access.reason);
+
+  // 7. Step-up approval.
+  let approvalUsed = false;
+  if (access.kind === 'approval') {
+    const approval = ctx.approval;
+    if (!approval) {
+      return {
+        outcome: 'require_approval',
+        fingerprint: requestFingerprint(req),
+        code: access.code,
+        reason: access.reason,
+        audit: { ...audit, step: 'step_up', code: access.code },
+      };
+    }
+    if (approval.id !== undefined) audit.approvalId = approval.id;
+    if (approval.status !== 'approved') {
+      return deny(
+        'step_up',
+        `approval_${approval.status}`,
+        `the approval is ${approval.status.replace('_', ' ')}`,
+      );
+    }
+    if (!approval.fingerprintMatches) {
+      return deny('step_up', 'approval_mismatch', 'the approval was granted for a different request');
+    }
+    approvalUsed = true;
+  }
+
+  // 8. Rate limit per agent+connection pair.
+  const limits = policy.rateLimits;
+  if (limits && ctx.requestsInLastHour >= limits.maxRequestsPerHour) {
+    const retryAfter = retryAfterSeconds(ctx.now, ctx.oldestRequestInWindowAt);
+    return deny('rate_limit', 'rate_limited', 'rate limit exceeded', 429, retryAfter);
+  }
+
+  // 9. Payload size.
+  if (limits?.maxPayloadSizeBytes !== undefined && body.size > limits.maxPayloadSizeBytes) {
+    return deny(
+      'payload_size',
+      'payload_too_large',
+      `payload exceeds ${limits.maxPayloadSizeBytes} bytes`,
+      413,
+    );
+  }
+
+  return {
+    outcome: 'allow',
+    target: {
+      href: target.href,
+      method: httpMethod,
+      host: target.host,
+      hostKind: target.hostKind,
+      port: target.port,
+      path: target.path,
+      search: target.search,
+      headers: headers.headers,
+      body: body.payload,
+      addresses,
+    },
+    approvalUsed,
+    audit,
+  };
+}
+
+export type TokenVendingDecision =
+  | { outcome: 'allow' }
+  | { outcome: 'deny'; status: 403 | 429; code: string; reason: string; retryAfter?: number };
+
+/** Model A: the checks that apply to token vending (model, time window, rate limit). */
+export function evaluateTokenVending(
+  policy: PolicyRuntime,
+  ctx: Pick<ExecutionContext, 'now' | 'requestsInLastHour' | 'oldestRequestInWindowAt'>,
+): TokenVendingDecision {
+  if (!policy.allowedModels.has('A')) {
+    return {
+      outcome: 'deny',
+      status: 403,
+      code: 'model_not_allowed',
+      reason: 'the policy does not allow model A',
+    };
+  }
+  if (!policy.timeWindows.isOpen(ctx.now)) {
+    return {
+      outcome: 'deny',
+      status: 403,
+      code: 'outside_time_window',
+      reason: 'outside the allowed time windows',
+    };
+  }
+  const limits = policy.rateLimits;
+  if (limits && ctx.requestsInLastHour >= limits.maxRequestsPerHour) {
+    const retryAfter = retryAfterSeconds(ctx.now, ctx.oldestRequestInWindowAt);
+    return { outcome: 'deny', status: 429, code: 'rate_limited', reason: 'rate limit exceeded', retryAfter };
+  }
+  return { outcome: 'allow' };
+}

@@ -1,0 +1,68 @@
+/**
+ * How the pipeline reads a Model B body and what it sends.
+ *
+ * - absent, null or '' : no body;
+ * - a JSON value (object, array, number, boolean): serialised once with JSON.stringify; rules
+ *   see exactly the value that serialisation produces, and that text is what is sent;
+ * - a string that parses as JSON: rules see the parsed value and the string is sent unchanged.
+ *   A string with a duplicated object key is refused (400): parsers disagree on which copy
+ *   wins, so the value judged could differ from the value executed;
+ * - a string that is an urlencoded form (by the request's content type): only provider
+ *   constraints read it; body matchers do not;
+ * - any other string: opaque; body matchers never match it and provider constraints that need
+ *   ids refuse it.
+ */
+import type { InspectedBody } from './provider-constraints.js';
+import { findDuplicateKey } from './json-util.js';
+
+export type PreparedBody =
+  | { ok: true; inspected: InspectedBody; payload: string | undefined; size: number }
+  | { ok: false; reason: string };
+
+const JSON_START = /^[\s]*[[{"\-0-9tfn]/;
+
+function formValue(text: string): Record<string, string[]> {
+  const out: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
+  for (const [k, v] of new URLSearchParams(text)) (out[k] ??= []).push(v);
+  return out;
+}
+
+export function prepareRequestBody(body: unknown, contentType: string | undefined): PreparedBody {
+  if (body === undefined || body === null || body === '') {
+    return { ok: true, inspected: { kind: 'none' }, payload: undefined, size: 0 };
+  }
+  if (typeof body === 'string') {
+    const size = Buffer.byteLength(body, 'utf8');
+    if (JSON_START.test(body)) {
+      let value: unknown;
+      let parsed = false;
+      try {
+        value = JSON.parse(body);
+        parsed = true;
+      } catch {
+        parsed = false;
+      }
+      if (parsed) {
+        const dup = findDuplicateKey(body);
+        if (dup !== null) return { ok: false, reason: `JSON body repeats the key "${dup}"` };
+        return { ok: true, inspected: { kind: 'json', value }, payload: body, size };
+      }
+    }
+    const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+    if (mime === 'application/x-www-form-urlencoded') {
+      return { ok: true, inspected: { kind: 'form', value: formValue(body) }, payload: body, size };
+    }
+    return { ok: true, inspected: { kind: 'opaque' }, payload: body, size };
+  }
+  if (typeof body === 'object' || typeof body === 'number' || typeof body === 'boolean') {
+    const payload = JSON.stringify(body);
+    if (payload === undefined) return { ok: false, reason: 'body is not a JSON value' };
+    return {
+      ok: true,
+      inspected: { kind: 'json', value: JSON.parse(payload) as unknown },
+      payload,
+      size: Buffer.byteLength(payload, 'utf8'),
+    };
+  }
+  return { ok: false, reason: 'body must be a JSON value or a string' };
+}

@@ -1,0 +1,436 @@
+/**
+ * Streaming response filters. Each filter is a synchronous, pure state machine (`push` bytes in,
+ * get bytes out; `end` flushes) wrapped into a Web TransformStream or a Node Transform.
+ *
+ * - text/event-stream: framed on bytes (CR, LF, CRLF; a blank line ends an event), so a
+ *   multi-byte character is never split. Each event's `data:` lines are joined, parsed as JSON,
+ *   filtered and re-serialised as one `data:` line; non-JSON data and comment lines are redacted
+ *   as text; `event:`, `id:` and `retry:` pass untouched. An unchanged event is emitted as its
+ *   original bytes.
+ * - application/x-ndjson: the same per line.
+ * - text: incremental line-local redaction (see redaction.ts), so a value split across chunks
+ *   is still caught, with a UTF-8 decoder that holds back partial characters.
+ * - JSON (a JSON endpoint asked for with `stream: true`): buffered up to a bound and filtered
+ *   as a whole, so streaming cannot be used to dodge response rules.
+ * - anything else, or no applicable rule: null, the caller pipes bytes through untouched.
+ *
+ * Memory is bounded: an SSE event, NDJSON line or buffered JSON body over its limit errors the
+ * stream (ResponseFilterLimitError) instead of growing or passing unfiltered bytes.
+ */
+import { Transform } from 'node:stream';
+import type { TextCodec } from './content-type.js';
+import { classifyContentType, codecFor } from './content-type.js';
+import { ByteBuffer } from './byte-buffer.js';
+import { ResponseFilterLimitError } from './errors.js';
+import type { ResponsePlan } from './response-filter.js';
+import { filterJsonValue } from './response-filter.js';
+import { TextRedactor, redactText } from './redaction.js';
+
+export interface StreamFilterLimits {
+  /** Largest SSE event held while waiting for its blank line. */
+  maxEventBytes: number;
+  /** Largest NDJSON line held while waiting for its newline. */
+  maxLineBytes: number;
+  /** Largest JSON body buffered for filtering. */
+  maxBufferedBytes: number;
+}
+
+export const DEFAULT_STREAM_LIMITS: StreamFilterLimits = {
+  maxEventBytes: 1 << 20,
+  maxLineBytes: 1 << 20,
+  maxBufferedBytes: 16 << 20,
+};
+
+export interface ResponseFilterCore {
+  push(chunk: Uint8Array): Uint8Array[];
+  end(): Uint8Array[];
+}
+
+const LF = 0x0a;
+const CR = 0x0d;
+const BOM = '\uFEFF';
+
+/**
+ * Filters one JSON-or-text payload. Returns null when the payload is unchanged so the caller
+ * can emit the original bytes.
+ */
+// JSON text starts (after whitespace) with one of these; anything else skips the parse attempt.
+const JSON_START = /^[\s]*[[{"\-0-9tfn]/;
+
+function filterPayload(text: string, plan: ResponsePlan): string | null {
+  let parsed: unknown;
+  let isJson = false;
+  if (JSON_START.test(text)) {
+    try {
+      parsed = JSON.parse(text);
+      isJson = true;
+    } catch {
+      isJson = false;
+    }
+  }
+  if (isJson) {
+    const out = filterJsonValue(parsed, plan);
+    return out === parsed ? null : (JSON.stringify(out) ?? 'null');
+  }
+  const redacted = redactText(text, plan.detectors);
+  return redacted === text ? null : redacted;
+}
+
+/** Splits text into lines with their terminators (CRLF, LF or CR). */
+function splitLines(text: string): Array<{ content: string; term: string }> {
+  const lines: Array<{ content: string; term: string }> = [];
+  if (!text.includes('\r')) {
+    // The common case: LF only.
+    const parts = text.split('\n');
+    for (let i = 0; i < parts.length - 1; i++) lines.push({ content: parts[i]!, term: '\n' });
+    if (parts[parts.length - 1] !== '') lines.push({ content: parts[parts.length - 1]!, term: '' });
+    return lines;
+  }
+  const re = /\r\n|\r|\n/g;
+  let last = 0;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    lines.push({ content: text.slice(last, m.index), term: m[0] });
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) lines.push({ content: text.slice(last), term: '' });
+  return lines;
+}
+
+class SseFilter implements ResponseFilterCore {
+  private readonly buf = new ByteBuffer();
+  private scan = 0;
+  private lineStart = 0;
+  private atStreamStart = true;
+
+  constructor(
+    private readonly plan: ResponsePlan,
+    private readonly codec: TextCodec,
+    private readonly limits: StreamFilterLimits,
+  ) {}
+
+  push(chunk: Uint8Array): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    // With nothing pending, events are cut straight from the chunk (no copy); only a partial
+    // event at its end goes into the buffer.
+    const direct = this.buf.length === 0;
+    let view = direct ? chunk : (this.buf.append(chunk), this.buf.view());
+    let i = this.scan;
+    // Next LF and CR at or after i (-1: none in the rest of the view). Native indexOf does the
+    // scanning; positions shift when an event is consumed, they are never searched twice.
+    let lf = view.indexOf(LF, i);
+    let cr = view.indexOf(CR, i);
+    for (;;) {
+      const t = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr);
+      if (t === -1) {
+        i = view.length;
+        break;
+      }
+      let termEnd: number;
+      if (t === cr) {
+        if (t + 1 >= view.length) {
+          i = t; // a CRLF may be split across chunks: wait for the next byte
+          break;
+        }
+        termEnd = view[t + 1] === LF ? t + 2 : t + 1;
+      } else {
+        termEnd = t + 1;
+      }
+      if (lf !== -1 && lf < termEnd) lf = view.indexOf(LF, termEnd);
+      if (cr !== -1 && cr < termEnd) cr = view.indexOf(CR, termEnd);
+      if (t === this.lineStart) {
+        if (direct) {
+          out.push(this.processEvent(view.subarray(0, termEnd)));
+          view = view.subarray(termEnd);
+        } else {
+          out.push(this.processEvent(view.slice(0, termEnd)));
+          this.buf.consume(termEnd);
+          view = this.buf.view();
+        }
+        if (lf !== -1) lf -= termEnd;
+        if (cr !== -1) cr -= termEnd;
+        i = 0;
+        this.lineStart = 0;
+        continue;
+      }
+      this.lineStart = termEnd;
+      i = termEnd;
+    }
+    if (direct && view.length > 0) this.buf.append(view);
+    this.scan = i;
+    if (this.buf.length > this.limits.maxEventBytes) {
+      throw new ResponseFilterLimitError(`event-stream event larger than ${this.limits.maxEventBytes} bytes`);
+    }
+    return out;
+  }
+
+  end(): Uint8Array[] {
+    if (this.buf.length === 0) return [];
+    const rest = this.buf.view().slice();
+    this.buf.clear();
+    this.scan = this.lineStart = 0;
+    return [this.processEvent(rest)];
+  }
+
+  private processEvent(bytes: Uint8Array): Uint8Array {
+    let text = this.codec.decode(bytes);
+    let bom = '';
+    if (this.atStreamStart) {
+      this.atStreamStart = false;
+      // Clients strip a leading BOM before parsing fields; so must we, or "\uFEFFdata:" would
+      // not be recognised as data and would escape filtering.
+      if (text.startsWith(BOM)) {
+        bom = BOM;
+        text = text.slice(1);
+      }
+    }
+    // The common event, one data line and LF endings, needs no line bookkeeping.
+    const simple = SIMPLE_EVENT.exec(text);
+    if (simple) {
+      const payload = simple[1]!;
+      const filtered = filterPayload(payload, this.plan);
+      if (filtered === null) return bytes;
+      return this.codec.encode(
+        `${bom}${filtered
+          .split('\n')
+          .map((part) => `data: ${part}`)
+          .join('\n')}\n${simple[2]}`,
+      );
+    }
+    const lines = splitLines(text);
+    const data: string[] = [];
+    let hasComment = false;
+    for (const line of lines) {
+      if (line.content.startsWith(':')) hasComment = true;
+      else if (line.content !== '') {
+        const f = parseField(line.content);
+        if (f.name === 'data') data.push(f.value);
+      }
+    }
+    const newData = data.length > 0 ? filterPayload(data.join('\n'), this.plan) : null;
+    const redactComments = hasComment && this.plan.detectors.length > 0;
+    if (newData === null && !redactComments) return bytes;
+    let changed = newData !== null;
+    let out = bom;
+    let dataWritten = false;
+    for (const line of lines) {
+      const term = line.term === '' ? '' : '\n';
+      if (line.content === '') {
+        out += term;
+      } else if (line.content.startsWith(':')) {
+        const value = line.content.slice(1);
+        const redacted = redactText(value, this.plan.detectors);
+        if (redacted !== value) changed = true;
+        out += `:${redacted}${term}`;
+      } else if (parseField(line.content).name === 'data') {
+        if (dataWritten) continue;
+        dataWritten = true;
+        const payload = newData ?? data.join('\n');
+        out += payload
+          .split('\n')
+          .map((part) => `data: ${part}`)
+          .join('\n');
+        out += term;
+      } else {
+        out += line.content + term;
+      }
+    }
+    return changed ? this.codec.encode(out) : bytes;
+  }
+}
+
+// `data: payload` plus its LF and, for a complete event, the blank line.
+const SIMPLE_EVENT = /^data: ?([^\r\n]*)\n(\n?)$/;
+
+function parseField(content: string): { name: string; value: string } {
+  const colon = content.indexOf(':');
+  if (colon === -1) return { name: content, value: '' };
+  const value = content.slice(colon + 1);
+  return { name: content.slice(0, colon), value: value.startsWith(' ') ? value.slice(1) : value };
+}
+
+class NdjsonFilter implements ResponseFilterCore {
+  private readonly buf = new ByteBuffer();
+  private scan = 0;
+  private atStreamStart = true;
+
+  constructor(
+    private readonly plan: ResponsePlan,
+    private readonly codec: TextCodec,
+    private readonly limits: StreamFilterLimits,
+  ) {}
+
+  push(chunk: Uint8Array): Uint8Array[] {
+    const out: Uint8Array[] = [];
+    this.buf.append(chunk);
+    let view = this.buf.view();
+    let nl = view.indexOf(LF, this.scan);
+    while (nl !== -1) {
+      out.push(this.processLine(view.slice(0, nl + 1), true));
+      this.buf.consume(nl + 1);
+      view = this.buf.view();
+      nl = view.indexOf(LF);
+    }
+    this.scan = view.length;
+    if (this.buf.length > this.limits.maxLineBytes) {
+      throw new ResponseFilterLimitError(`NDJSON line larger than ${this.limits.maxLineBytes} bytes`);
+    }
+    return out;
+  }
+
+  end(): Uint8Array[] {
+    if (this.buf.length === 0) return [];
+    const rest = this.buf.view().slice();
+    this.buf.clear();
+    this.scan = 0;
+    return [this.processLine(rest, false)];
+  }
+
+  private processLine(bytes: Uint8Array, terminated: boolean): Uint8Array {
+    let text = this.codec.decode(terminated ? bytes.subarray(0, bytes.length - 1) : bytes);
+    let bom = '';
+    if (this.atStreamStart) {
+      this.atStreamStart = false;
+      if (text.startsWith(BOM)) {
+        bom = BOM;
+        text = text.slice(1);
+      }
+    }
+    const cr = text.endsWith('\r');
+    const content = cr ? text.slice(0, -1) : text;
+    if (content.trim() === '') return bytes;
+    const filtered = filterPayload(content, this.plan);
+    if (filtered === null) return bytes;
+    return this.codec.encode(`${bom}${filtered}${cr ? '\r' : ''}${terminated ? '\n' : ''}`);
+  }
+}
+
+class TextFilter implements ResponseFilterCore {
+  private readonly redactor: TextRedactor;
+  private readonly decoder;
+
+  constructor(
+    plan: ResponsePlan,
+    private readonly codec: TextCodec,
+  ) {
+    this.redactor = new TextRedactor(plan.detectors);
+    this.decoder = codec.streamDecoder();
+  }
+
+  push(chunk: Uint8Array): Uint8Array[] {
+    const out = this.redactor.push(this.decoder.decode(chunk));
+    return out === '' ? [] : [this.codec.encode(out)];
+  }
+
+  end(): Uint8Array[] {
+    const out = this.redactor.push(this.decoder.end()) + this.redactor.end();
+    return out === '' ? [] : [this.codec.encode(out)];
+  }
+}
+
+/** Holds a whole JSON body (bounded) and filters it at the end. */
+class BufferedJsonFilter implements ResponseFilterCore {
+  private readonly buf = new ByteBuffer();
+
+  constructor(
+    private readonly plan: ResponsePlan,
+    private readonly codec: TextCodec,
+    private readonly limits: StreamFilterLimits,
+  ) {}
+
+  push(chunk: Uint8Array): Uint8Array[] {
+    this.buf.append(chunk);
+    if (this.buf.length > this.limits.maxBufferedBytes) {
+      throw new ResponseFilterLimitError(`JSON response larger than ${this.limits.maxBufferedBytes} bytes`);
+    }
+    return [];
+  }
+
+  end(): Uint8Array[] {
+    const bytes = this.buf.view().slice();
+    this.buf.clear();
+    if (bytes.length === 0) return [];
+    let text = this.codec.decode(bytes);
+    let bom = '';
+    if (text.startsWith(BOM)) {
+      bom = BOM;
+      text = text.slice(1);
+    }
+    const filtered = filterPayload(text, this.plan);
+    return [filtered === null ? bytes : this.codec.encode(bom + filtered)];
+  }
+}
+
+/**
+ * The synchronous filter for a response, or null when bytes must pass through untouched
+ * (no plan, or a media type the filters leave alone).
+ */
+export function createFilterCore(
+  contentType: string | null | undefined,
+  plan: ResponsePlan | null,
+  limits: Partial<StreamFilterLimits> = {},
+  /** For bodies that are already text: the caller decoded them, whatever the charset said. */
+  codecOverride?: TextCodec,
+): ResponseFilterCore | null {
+  if (!plan) return null;
+  const media = classifyContentType(contentType);
+  if (media.kind === 'binary') return null;
+  const codec = codecOverride ?? codecFor(media.charset);
+  const l = { ...DEFAULT_STREAM_LIMITS, ...limits };
+  switch (media.kind) {
+    case 'sse':
+      return new SseFilter(plan, codec, l);
+    case 'ndjson':
+      return new NdjsonFilter(plan, codec, l);
+    case 'json':
+      return new BufferedJsonFilter(plan, codec, l);
+    case 'text':
+      return plan.detectors.length > 0 ? new TextFilter(plan, codec) : null;
+  }
+}
+
+/** Runs a core over a whole body: the buffered counterpart of streaming it. */
+export function runFilterCore(core: ResponseFilterCore, body: Uint8Array): Uint8Array {
+  const parts = [...core.push(body), ...core.end()];
+  if (parts.length === 1) return parts[0]!;
+  const total = parts.reduce((n, p) => n + p.length, 0);
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
+}
+
+export function toWebTransform(core: ResponseFilterCore): TransformStream<Uint8Array, Uint8Array> {
+  return new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      for (const part of core.push(chunk)) controller.enqueue(part);
+    },
+    flush(controller) {
+      for (const part of core.end()) controller.enqueue(part);
+    },
+  });
+}
+
+export function toNodeTransform(core: ResponseFilterCore): Transform {
+  return new Transform({
+    transform(chunk: Buffer | Uint8Array | string, _encoding, callback) {
+      try {
+        const bytes = typeof chunk === 'string' ? new TextEncoder().encode(chunk) : chunk;
+        for (const part of core.push(bytes)) this.push(part);
+        callback();
+      } catch (err) {
+        callback(err as Error);
+      }
+    },
+    flush(callback) {
+      try {
+        for (const part of core.end()) this.push(part);
+        callback();
+      } catch (err) {
+        callback(err as Error);
+      }
+    },
+  });
+}

@@ -1,0 +1,50 @@
+/**
+ * Builders for tests: a valid stored policy with overrides, and its hydrated runtime. Not
+ * exported from the package index.
+ */
+import type { PolicyDocument } from '@vlt/contracts';
+import type { PolicyRuntime } from './compile.js';
+import { compilePolicy, hydratePolicy } from './compile.js';
+
+export const IDS = {
+  policy: '6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b',
+  workspace: '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d',
+  agent: '1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e',
+  connection: '2c3d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e6f',
+} as const;
+
+export type PolicyInput = Omit<Partial<PolicyDocument>, 'rules'> & {
+  rules?: { request?: unknown[]; response?: unknown[] };
+};
+
+export function policyDoc(overrides: PolicyInput = {}): PolicyDocument {
+  return {
+    id: IDS.policy,
+    workspaceId: IDS.workspace,
+    agentId: IDS.agent,
+    connectionId: IDS.connection,
+    allowedModels: ['A', 'B'],
+    defaultMode: 'read_write',
+    stepUpApproval: 'never',
+    allowlists: [
+      {
+        baseUrl: 'https://api.example.com',
+        methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+        pathPatterns: ['/*'],
+      },
+    ],
+    rateLimits: null,
+    timeWindows: [],
+    providerConstraints: null,
+    version: 1,
+    ...overrides,
+    rules: { request: [], response: [], ...(overrides.rules ?? {}) } as PolicyDocument['rules'],
+  };
+}
+
+export function runtime(
+  overrides: PolicyInput = {},
+  connection = { provider: 'code_host', service: 'code_host' },
+): PolicyRuntime {
+  return hydratePolicy(compilePolicy(policyDoc(overrides), connection));
+}

@@ -1,0 +1,50 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import { AppError } from './errors.js';
+
+/**
+ * The one place errors become responses: `{error, code}` with the catalogue's status.
+ * Unknown errors become a generic 500 — the detail goes to the log, never to the client.
+ */
+export function installErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError | AppError | Error, request, reply) => {
+    if (err instanceof AppError) {
+      if (err.extra.headers) void reply.headers(err.extra.headers);
+      const body: Record<string, unknown> = { error: err.message, code: err.code };
+      if (err.extra.auditId) body.auditId = err.extra.auditId;
+      if (err.extra.retryAfter !== undefined) body.retryAfter = err.extra.retryAfter;
+      return reply.status(err.statusCode).send(body);
+    }
+    if (hasZodFastifySchemaValidationErrors(err)) {
+      const details = err.validation.map((v) => ({
+        path: `${err.validationContext ?? 'body'}${v.instancePath ? v.instancePath.replace(/\//g, '.') : ''}`,
+        message: v.message ?? 'invalid',
+      }));
+      const first = details[0];
+      return reply.status(400).send({
+        error: first ? `invalid request: ${first.path}: ${first.message}` : 'invalid request',
+        code: 'BAD_REQUEST',
+        details,
+      });
+    }
+    if (isResponseSerializationError(err)) {
+      request.log.error({ err: { message: err.message } }, 'response did not match its schema');
+      return reply.status(500).send({ error: 'internal error', code: 'INTERNAL' });
+    }
+    const status = (err as FastifyError).statusCode;
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      // Fastify's own client errors (bad JSON, unsupported media type, body too large).
+      return reply
+        .status(status)
+        .send({ error: err.message, code: (err as FastifyError).code ?? 'BAD_REQUEST' });
+    }
+    request.log.error({ err }, 'unhandled error');
+    return reply.status(500).send({ error: 'internal error', code: 'INTERNAL' });
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    void reply
+      .status(404)
+      .send({ error: `no route for ${request.method} ${request.url.split('?')[0]}`, code: 'NOT_FOUND' });
+  });
+}

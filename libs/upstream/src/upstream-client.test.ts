@@ -1,0 +1,153 @@
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestPki, type TestPki } from '../../../tests/support/test-pki.js';
+import { createUpstreamClient, UpstreamError } from './upstream-client.js';
+
+let pki: TestPki;
+let server: https.Server;
+let port: number;
+const seen: { path: string; auth: string | undefined }[] = [];
+
+beforeAll(async () => {
+  pki = await createTestPki();
+  server = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
+    seen.push({ path: req.url ?? '', auth: req.headers.authorization });
+    if (req.url === '/redirect') {
+      res.writeHead(302, { location: 'https://127.0.0.1:1/elsewhere', 'set-cookie': 'sid=provider' });
+      return res.end();
+    }
+    if (req.url === '/big') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      return res.end('x'.repeat(64 * 1024));
+    }
+    if (req.url === '/slow') return; // never answers
+    res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive' });
+    res.end(JSON.stringify({ ok: true }));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  port = (server.address() as AddressInfo).port;
+});
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+  await pki.dispose();
+});
+
+const client = (resolve: (h: string) => Promise<string[]>, allow = ['127.0.0.1/32'], timeoutMs = 5_000) =>
+  createUpstreamClient({ ssrfAllowCidrs: allow, timeoutMs, resolver: resolve, extraCa: [pki.caPem] });
+
+async function kind(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    return err instanceof UpstreamError ? err.kind : `other: ${(err as Error).message}`;
+  }
+}
+
+describe('upstream client', () => {
+  it('reaches an allowed address and returns status, headers and body', async () => {
+    const c = client(async () => ['127.0.0.1']);
+    const res = await c.request({
+      url: new URL(`https://localhost:${port}/ok`),
+      method: 'GET',
+      headers: { authorization: 'Basic x' },
+    });
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body.toString())).toEqual({ ok: true });
+    // Hop-by-hop headers never reach the caller.
+    expect(res.headers.connection).toBeUndefined();
+    await c.close();
+  });
+
+  it('refuses a name that resolves to a blocked address, before connecting', async () => {
+    const before = seen.length;
+    const c = client(async () => ['127.0.0.1'], []);
+    expect(
+      await kind(c.request({ url: new URL(`https://localhost:${port}/ok`), method: 'GET', headers: {} })),
+    ).toBe('ssrf_blocked');
+    expect(seen.length).toBe(before);
+    await c.close();
+  });
+
+  it('refuses when any answer is private, even if another is allowed (mixed DNS answers)', async () => {
+    const before = seen.length;
+    const c = client(async () => ['127.0.0.1', '10.0.0.7']);
+    expect(
+      await kind(c.request({ url: new URL(`https://localhost:${port}/ok`), method: 'GET', headers: {} })),
+    ).toBe('ssrf_blocked');
+    expect(seen.length).toBe(before);
+    await c.close();
+  });
+
+  it('checks literal IP hosts, which bypass DNS lookup', async () => {
+    const c = client(async () => {
+      throw new Error('must not resolve a literal');
+    }, []);
+    for (const host of ['127.0.0.1', '[::1]', '[::ffff:7f00:1]', '169.254.169.254', '10.1.2.3']) {
+      expect(
+        await kind(c.request({ url: new URL(`https://${host}:${port}/ok`), method: 'GET', headers: {} })),
+        host,
+      ).toBe('ssrf_blocked');
+    }
+    await c.close();
+  });
+
+  it('never follows redirects and never passes Set-Cookie back', async () => {
+    const c = client(async () => ['127.0.0.1']);
+    const res = await c.request({
+      url: new URL(`https://localhost:${port}/redirect`),
+      method: 'GET',
+      headers: {},
+    });
+    expect(res.status).toBe(302);
+    expect(res.headers.location).toBe('https://127.0.0.1:1/elsewhere');
+    expect(res.headers['set-cookie']).toBeUndefined();
+    expect(seen.some((s) => s.path === '/elsewhere')).toBe(false);
+    await c.close();
+  });
+
+  it('refuses plain http', async () => {
+    const c = client(async () => ['127.0.0.1']);
+    expect(
+      await kind(c.request({ url: new URL(`http://localhost:${port}/ok`), method: 'GET', headers: {} })),
+    ).toBe('ssrf_blocked');
+    await c.close();
+  });
+
+  it('stops reading at the response size limit', async () => {
+    const c = client(async () => ['127.0.0.1']);
+    expect(
+      await kind(
+        c.request({
+          url: new URL(`https://localhost:${port}/big`),
+          method: 'GET',
+          headers: {},
+          maxResponseBytes: 1024,
+        }),
+      ),
+    ).toBe('too_large');
+    await c.close();
+  });
+
+  it('times out a provider that never answers', async () => {
+    const c = client(async () => ['127.0.0.1'], ['127.0.0.1/32'], 300);
+    expect(
+      await kind(c.request({ url: new URL(`https://localhost:${port}/slow`), method: 'GET', headers: {} })),
+    ).toBe('timeout');
+    await c.close();
+  });
+
+  it('fails on an untrusted certificate', async () => {
+    const c = createUpstreamClient({
+      ssrfAllowCidrs: ['127.0.0.1/32'],
+      timeoutMs: 2_000,
+      resolver: async () => ['127.0.0.1'],
+    });
+    expect(
+      await kind(c.request({ url: new URL(`https://localhost:${port}/ok`), method: 'GET', headers: {} })),
+    ).toBe('unavailable');
+    await c.close();
+  });
+});

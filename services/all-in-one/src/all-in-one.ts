@@ -1,0 +1,74 @@
+/**
+ * Every service in one process on one port: control plane and data plane route trees on
+ * one Fastify instance, the audit writer and notifier as in-process consumers. With no
+ * DATABASE_URL it runs embedded PostgreSQL (PGlite); with no NATS_URL, the in-process bus.
+ */
+import { startAuditWriter } from '@vlt/audit';
+import { busNames, createBus } from '@vlt/bus';
+import type { AllInOneConfig } from '@vlt/config';
+import { controlPlaneRoutes, createControlPlaneRuntime } from '@vlt/control-plane';
+import { loadOrCreateDevMasterKey } from '@vlt/crypto';
+import { createDataPlaneRuntime, dataPlaneRoutes } from '@vlt/data-plane';
+import { openDatabase } from '@vlt/db';
+import { startNotifier } from '@vlt/notifier';
+import { createServiceApp, type App } from '@vlt/service-kit';
+import type { FastifyBaseLogger } from 'fastify';
+
+export interface AllInOne {
+  app: App;
+  /** Drains and releases everything, in reverse order of start. */
+  close(): Promise<void>;
+}
+
+export async function startAllInOne(
+  config: Readonly<AllInOneConfig>,
+  logger: FastifyBaseLogger,
+): Promise<AllInOne> {
+  let masterKey = config.masterKey;
+  if (!masterKey) {
+    const dev = loadOrCreateDevMasterKey(config.dataDir);
+    masterKey = dev.key;
+    logger.warn(
+      { dataDir: config.dataDir, created: dev.created },
+      'VLT_MASTER_KEY is not set: using a development master key kept in the data dir (never do this in production)',
+    );
+  }
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, migrate: true });
+  const names = busNames(config.natsPrefix);
+  const bus = await createBus({ natsUrl: config.natsUrl, names, logger });
+
+  const cp = await createControlPlaneRuntime({
+    config: { ...config, masterKey },
+    prisma: db.prisma,
+    bus,
+    logger,
+    embeddedDatabase: db.embedded,
+  });
+  const dp = await createDataPlaneRuntime({ config, bus, logger });
+  const audit = await startAuditWriter({ bus, names, prisma: db.prisma, logger });
+  const notifier = await startNotifier({ bus, names, logger });
+
+  const app = await createServiceApp({
+    title: 'Agent credential vault',
+    logger,
+    trustProxy: config.trustProxy,
+    bodyLimit: 10 * 1024 * 1024,
+  });
+  await app.register(controlPlaneRoutes(cp.deps));
+  await app.register(dataPlaneRoutes(dp.deps));
+  await cp.start();
+  await dp.ready;
+
+  return {
+    app,
+    async close() {
+      await app.close();
+      await dp.stop();
+      await cp.stop();
+      await notifier.stop();
+      await audit.stop();
+      await bus.close();
+      await db.close();
+    },
+  };
+}

@@ -1,0 +1,28 @@
+import type { Bus, BusNames, Consumer } from '@vlt/bus';
+import type { PrismaClient } from '@vlt/db';
+import { createServiceApp, type App } from '@vlt/service-kit';
+import type { FastifyBaseLogger } from 'fastify';
+import { startAuditWriter } from './audit-writer.js';
+
+export interface AuditDeps {
+  bus: Bus;
+  names: BusNames;
+  prisma: PrismaClient;
+  logger: FastifyBaseLogger;
+}
+
+/** The audit service: its consumer, and an HTTP face for health and docs. */
+export async function buildAuditApp(deps: AuditDeps): Promise<{ app: App; consumer: Consumer }> {
+  const consumer = await startAuditWriter(deps);
+  const app = await createServiceApp({
+    title: 'Agent credential vault — audit',
+    logger: deps.logger,
+    trustProxy: [],
+    health: async () => {
+      // Not ready when the database it writes to does not answer.
+      await deps.prisma.$queryRaw`SELECT 1`;
+      return 'ok';
+    },
+  });
+  return { app, consumer };
+}

@@ -1,0 +1,2 @@
+export { auditHandler, startAuditWriter, storeAuditEvent } from './audit-writer.js';
+export { buildAuditApp, type AuditDeps } from './app.js';

@@ -1,0 +1,30 @@
+/** Audit process: the JetStream consumer that writes audit rows, plus /health. */
+import { busNames, createNatsBus } from '@vlt/bus';
+import { loadConfig } from '@vlt/config';
+import { createPrismaClient } from '@vlt/db';
+import { runUntilSignal } from '@vlt/service-kit';
+import { createLogger, startTelemetry } from '@vlt/telemetry';
+import { buildAuditApp } from './app.js';
+
+async function main(): Promise<void> {
+  const config = loadConfig('audit', process.env);
+  const telemetry = await startTelemetry({ serviceName: 'vlt-audit', env: process.env });
+  const logger = createLogger({ service: 'audit', level: config.logLevel });
+  const prisma = createPrismaClient(config.databaseUrl!);
+  const names = busNames(config.natsPrefix);
+  const bus = await createNatsBus({ servers: config.natsUrl!.split(','), names, name: 'audit', logger });
+  const { app, consumer } = await buildAuditApp({ bus, names, prisma, logger });
+  await app.listen({ port: config.port, host: config.host });
+  await runUntilSignal(logger, async () => {
+    await app.close();
+    await consumer.stop();
+    await bus.close();
+    await prisma.$disconnect();
+    await telemetry.shutdown();
+  });
+}
+
+main().catch((err: Error) => {
+  console.error(`audit failed to start: ${err.message}`);
+  process.exit(1);
+});

@@ -1,0 +1,45 @@
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import type { FastifyInstance } from 'fastify';
+import { createServiceApp, type App } from '@vlt/service-kit';
+import type { ControlPlaneDeps } from './deps.js';
+import { agentRoutes } from './modules/agents/routes.js';
+import { approvalRoutes } from './modules/approvals/routes.js';
+import { auditRoutes } from './modules/audit/routes.js';
+import { authRoutes } from './modules/auth/routes.js';
+import { connectionRoutes } from './modules/connections/routes.js';
+import { policyRoutes } from './modules/policies/routes.js';
+import { tokenRoutes } from './modules/tokens/routes.js';
+import { workspaceRoutes } from './modules/workspaces/routes.js';
+import { installAuthentication } from './plugins/authenticate.js';
+
+/**
+ * Every control-plane route tree, as one encapsulated plugin: the all-in-one mounts it
+ * next to the data plane's on a single instance, the split service on its own.
+ */
+export function controlPlaneRoutes(deps: ControlPlaneDeps) {
+  return async function controlPlane(app: FastifyInstance): Promise<void> {
+    await app.register(cookie);
+    // The agent token endpoint accepts form encoding as well as JSON (spec).
+    await app.register(formbody);
+    installAuthentication(app, deps);
+    await app.register(authRoutes(deps));
+    await app.register(agentRoutes(deps));
+    await app.register(connectionRoutes(deps));
+    await app.register(policyRoutes(deps));
+    await app.register(tokenRoutes(deps));
+    await app.register(auditRoutes(deps));
+    await app.register(workspaceRoutes(deps));
+    await app.register(approvalRoutes(deps));
+  };
+}
+
+export async function buildControlPlaneApp(deps: ControlPlaneDeps): Promise<App> {
+  const app = await createServiceApp({
+    title: 'Agent credential vault — control plane',
+    logger: deps.logger,
+    trustProxy: deps.config.trustProxy,
+  });
+  await app.register(controlPlaneRoutes(deps));
+  return app;
+}

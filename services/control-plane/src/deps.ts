@@ -1,0 +1,24 @@
+import type { Bus, BusNames } from '@vlt/bus';
+import type { ControlPlaneConfig } from '@vlt/config';
+import type { MasterKeyring } from '@vlt/crypto';
+import type { PrismaClient } from '@vlt/db';
+import type { UpstreamClient } from '@vlt/upstream';
+import type { FastifyBaseLogger } from 'fastify';
+import type { OutboxRelay } from './infra/outbox.js';
+import type { RateLimiter } from './infra/rate-limiter.js';
+import type { SigningKeys } from './infra/signing-keys.js';
+
+/** Everything the control plane's service functions need: one typed object, no singletons. */
+export interface ControlPlaneDeps {
+  config: Readonly<ControlPlaneConfig>;
+  prisma: PrismaClient;
+  bus: Bus;
+  names: BusNames;
+  keyring: MasterKeyring;
+  logger: FastifyBaseLogger;
+  upstream: UpstreamClient;
+  signingKeys: SigningKeys;
+  outbox: OutboxRelay;
+  rateLimiter: RateLimiter;
+  now: () => Date;
+}

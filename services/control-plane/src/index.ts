@@ -1,0 +1,3 @@
+export { buildControlPlaneApp, controlPlaneRoutes } from './app.js';
+export { createControlPlaneRuntime, type ControlPlaneRuntime } from './runtime.js';
+export type { ControlPlaneDeps } from './deps.js';

@@ -1,0 +1,47 @@
+/**
+ * Control-plane process (split deployment): owns PostgreSQL, pushes snapshots to data
+ * planes over NATS KV, serves their requests, publishes events through the outbox.
+ */
+import { busNames, createNatsBus } from '@vlt/bus';
+import { loadConfig } from '@vlt/config';
+import { applyMigrations, createPrismaClient } from '@vlt/db';
+import { createLogger, startTelemetry } from '@vlt/telemetry';
+import { buildControlPlaneApp } from './app.js';
+import { createControlPlaneRuntime } from './runtime.js';
+import { runUntilSignal } from '@vlt/service-kit';
+
+async function main(): Promise<void> {
+  const config = loadConfig('control-plane', process.env);
+  const telemetry = await startTelemetry({ serviceName: 'vlt-control-plane', env: process.env });
+  const logger = createLogger({ service: 'control-plane', level: config.logLevel });
+  await applyMigrations(config.databaseUrl!);
+  const prisma = createPrismaClient(config.databaseUrl!);
+  const bus = await createNatsBus({
+    servers: config.natsUrl!.split(','),
+    names: busNames(config.natsPrefix),
+    name: 'control-plane',
+    logger,
+  });
+  const runtime = await createControlPlaneRuntime({
+    config: { ...config, masterKey: config.masterKey! },
+    prisma,
+    bus,
+    logger,
+  });
+  const app = await buildControlPlaneApp(runtime.deps);
+  await runtime.start();
+  await app.listen({ port: config.port, host: config.host });
+  await runUntilSignal(logger, async () => {
+    await app.close();
+    await runtime.stop();
+    await bus.close();
+    await prisma.$disconnect();
+    await telemetry.shutdown();
+  });
+}
+
+main().catch((err: Error) => {
+  // Config and start-up errors are written for operators and carry no secret values.
+  console.error(`control-plane failed to start: ${err.message}`);
+  process.exit(1);
+});

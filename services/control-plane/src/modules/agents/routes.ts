@@ -1,0 +1,126 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from '@vlt/service-kit';
+import {
+  AgentListResponse,
+  AgentResponse,
+  AgentTokenBody,
+  AgentTokenResponse,
+  BootstrapBody,
+  BootstrapResponse,
+  BootstrapSecretResponse,
+  CreateAgentBody,
+  CreateAgentResponse,
+  DeleteAgentResponse,
+  DisableAgentResponse,
+  EnableAgentResponse,
+  ErrorResponse,
+  IdParams,
+  UpdateAgentBody,
+  UpdateAgentResponse,
+} from '@vlt/contracts';
+import type { JWK } from 'jose';
+import type { ControlPlaneDeps } from '../../deps.js';
+import { LIMITS } from '../../infra/rate-limiter.js';
+import { requireUser } from '../../plugins/authenticate.js';
+import {
+  bootstrapAgent,
+  createAgent,
+  deleteAgent,
+  disableAgent,
+  enableAgent,
+  getAgent,
+  issueAgentToken,
+  listAgents,
+  newBootstrapSecret,
+  updateAgent,
+} from './service.js';
+
+export function agentRoutes(deps: ControlPlaneDeps) {
+  return async function (app: FastifyInstance) {
+    const r = app.withTypeProvider<ZodTypeProvider>();
+    const read = { auth: 'user' as const, scope: 'api:read' as const };
+    const write = { auth: 'user' as const, scope: 'api:write' as const };
+    const byId = { tags: ['agents'], params: IdParams };
+
+    r.post(
+      '/v1/agents',
+      {
+        config: write,
+        schema: { tags: ['agents'], body: CreateAgentBody, response: { 201: CreateAgentResponse } },
+      },
+      async (req, reply) => reply.status(201).send(await createAgent(deps, requireUser(req), req.body)),
+    );
+    r.get(
+      '/v1/agents',
+      { config: read, schema: { tags: ['agents'], response: { 200: AgentListResponse } } },
+      async (req) => ({
+        agents: await listAgents(deps, requireUser(req).workspaceId),
+      }),
+    );
+    r.get(
+      '/v1/agents/:id',
+      { config: read, schema: { ...byId, response: { 200: AgentResponse, 404: ErrorResponse } } },
+      async (req) => ({ agent: await getAgent(deps, requireUser(req).workspaceId, req.params.id) }),
+    );
+    r.put(
+      '/v1/agents/:id',
+      { config: write, schema: { ...byId, body: UpdateAgentBody, response: { 200: UpdateAgentResponse } } },
+      async (req) => updateAgent(deps, requireUser(req), req.params.id, req.body),
+    );
+    r.delete(
+      '/v1/agents/:id',
+      { config: write, schema: { ...byId, response: { 200: DeleteAgentResponse } } },
+      async (req) => deleteAgent(deps, requireUser(req), req.params.id),
+    );
+    r.post(
+      '/v1/agents/:id/bootstrap-secret',
+      { config: write, schema: { ...byId, response: { 200: BootstrapSecretResponse, 409: ErrorResponse } } },
+      async (req, reply) => {
+        reply.header('cache-control', 'no-store');
+        return newBootstrapSecret(deps, requireUser(req), req.params.id);
+      },
+    );
+    r.post(
+      '/v1/agents/:id/disable',
+      { config: write, schema: { ...byId, response: { 200: DisableAgentResponse } } },
+      async (req) => disableAgent(deps, requireUser(req), req.params.id),
+    );
+    r.post(
+      '/v1/agents/:id/enable',
+      { config: write, schema: { ...byId, response: { 200: EnableAgentResponse } } },
+      async (req) => enableAgent(deps, requireUser(req), req.params.id),
+    );
+
+    r.post(
+      '/v1/agents/bootstrap',
+      {
+        config: { auth: 'none' },
+        schema: { tags: ['agent authentication'], body: BootstrapBody, response: { 200: BootstrapResponse } },
+        // Counted before the body is even validated: a flood of garbage is limited too.
+        preValidation: async (req) => deps.rateLimiter.hit(LIMITS.bootstrap, req.ip),
+      },
+      async (req) =>
+        bootstrapAgent(deps, {
+          bootstrapSecret: req.body.bootstrapSecret,
+          publicKey: req.body.publicKey as JWK,
+        }),
+    );
+
+    r.post(
+      '/v1/agents/token',
+      {
+        config: { auth: 'none' },
+        schema: {
+          tags: ['agent authentication'],
+          body: AgentTokenBody,
+          response: { 200: AgentTokenResponse },
+        },
+        preValidation: async (req) => deps.rateLimiter.hit(LIMITS.agentToken, req.ip),
+      },
+      async (req, reply) => {
+        reply.header('cache-control', 'no-store');
+        return issueAgentToken(deps, req.body.client_assertion);
+      },
+    );
+  };
+}

@@ -1,0 +1,423 @@
+import { randomUUID } from 'node:crypto';
+import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify, type JWK } from 'jose';
+import { generateToken, hashToken } from '@vlt/crypto';
+import { Errors } from '@vlt/service-kit';
+import type { AgentTokenRecord, AuditEventMessage } from '@vlt/contracts';
+import type { Prisma } from '@vlt/db';
+import type { ControlPlaneDeps } from '../../deps.js';
+import { uuidv7 } from '@vlt/service-kit';
+import { enqueueOutbox, type OutboxItem } from '../../infra/outbox.js';
+
+/** Assertions may be at most this long-lived, and `iat` at most this far in the future. */
+const MAX_ASSERTION_LIFETIME_S = 60;
+const CLOCK_SKEW_S = 30;
+
+type AgentRow = {
+  id: string;
+  name: string;
+  description: string | null;
+  iconUrl: string | null;
+  status: string;
+  enrolledAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+export function agentView(a: AgentRow) {
+  return {
+    id: a.id,
+    name: a.name,
+    description: a.description,
+    iconUrl: a.iconUrl,
+    status: a.status as 'created' | 'active' | 'disabled',
+    enrolledAt: a.enrolledAt ? a.enrolledAt.toISOString() : null,
+    createdAt: a.createdAt.toISOString(),
+    updatedAt: a.updatedAt.toISOString(),
+  };
+}
+
+export function auditEvent(
+  deps: ControlPlaneDeps,
+  e: Omit<AuditEventMessage, 'v' | 'auditId' | 'timestamp'> & { auditId?: string },
+): AuditEventMessage {
+  const now = deps.now();
+  return { v: 1, auditId: e.auditId ?? uuidv7(now.getTime()), timestamp: now.toISOString(), ...e };
+}
+
+export async function createAgent(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  input: { name: string; description?: string | undefined; iconUrl?: string | undefined },
+) {
+  const bootstrapSecret = generateToken('vltb_');
+  const now = deps.now();
+  const agentId = randomUUID();
+  const event = auditEvent(deps, {
+    action: 'agent_created',
+    actor: actor.userId,
+    workspaceId: actor.workspaceId,
+    agentId,
+    connectionId: null,
+    decision: 'info',
+    metadata: { name: input.name },
+  });
+  const agent = await deps.prisma.$transaction(async (tx) => {
+    const created = await tx.agent.create({
+      data: {
+        id: agentId,
+        workspaceId: actor.workspaceId,
+        name: input.name,
+        description: input.description ?? null,
+        iconUrl: input.iconUrl ?? null,
+        status: 'created',
+        createdBy: actor.userId,
+      },
+    });
+    await tx.bootstrapSecret.create({
+      data: {
+        agentId,
+        secretHash: hashToken(bootstrapSecret),
+        expiresAt: new Date(now.getTime() + deps.config.bootstrapSecretTtlSeconds * 1000),
+      },
+    });
+    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+    return created;
+  });
+  await deps.outbox.settle();
+  return { agent: agentView(agent), bootstrapSecret, auditId: event.auditId };
+}
+
+export async function getAgent(deps: ControlPlaneDeps, workspaceId: string, id: string) {
+  const agent = await deps.prisma.agent.findFirst({ where: { id, workspaceId } });
+  if (!agent) throw Errors.notFound('agent not found');
+  return agentView(agent);
+}
+
+/** KV deletions for every live token of an agent (data planes drop them at once). */
+async function revokeAllTokens(tx: Prisma.TransactionClient, deps: ControlPlaneDeps, agentId: string) {
+  const tokens = await tx.agentAccessToken.findMany({ where: { agentId }, select: { tokenHash: true } });
+  await tx.agentAccessToken.deleteMany({ where: { agentId } });
+  const items: OutboxItem[] = tokens.map((t) => ({
+    kind: 'kv',
+    bucket: deps.names.buckets.agentTokens,
+    key: t.tokenHash,
+    op: 'delete',
+  }));
+  return { count: tokens.length, items };
+}
+
+export async function bootstrapAgent(
+  deps: ControlPlaneDeps,
+  input: { bootstrapSecret: string; publicKey: JWK },
+) {
+  // Validate the key is a usable P-256 public key before touching the secret.
+  try {
+    const { kty, crv, x, y } = input.publicKey;
+    await importJWK({ kty, crv, x, y }, 'ES256');
+  } catch {
+    throw Errors.badRequest('publicKey is not a valid EC P-256 public key');
+  }
+  const publicKey = { kty: 'EC', crv: 'P-256', x: input.publicKey.x, y: input.publicKey.y };
+  const now = deps.now();
+  const secretHash = hashToken(input.bootstrapSecret);
+
+  const result = await deps.prisma.$transaction(async (tx) => {
+    const secret = await tx.bootstrapSecret.findUnique({ where: { secretHash }, include: { agent: true } });
+    if (!secret || secret.consumedAt || secret.expiresAt <= now) {
+      throw Errors.unauthorized('invalid, expired or already used bootstrap secret');
+    }
+    // Same lock as token issuance: tokens are either issued before this (and revoked below) or refused.
+    await tx.$queryRaw`SELECT id FROM agents WHERE id = ${secret.agentId}::uuid FOR UPDATE`;
+    if (secret.agent.status === 'disabled') throw Errors.conflict('agent is disabled');
+    // Consume atomically: a concurrent bootstrap with the same secret updates zero rows.
+    const consumed = await tx.bootstrapSecret.updateMany({
+      where: { id: secret.id, consumedAt: null },
+      data: { consumedAt: now },
+    });
+    if (consumed.count !== 1) throw Errors.unauthorized('invalid, expired or already used bootstrap secret');
+    const wasActive = secret.agent.status === 'active';
+    const revoked = wasActive ? await revokeAllTokens(tx, deps, secret.agentId) : { count: 0, items: [] };
+    const agent = await tx.agent.update({
+      where: { id: secret.agentId },
+      data: { status: 'active', publicKeyJwk: publicKey, enrolledAt: now },
+    });
+    const event = auditEvent(deps, {
+      action: 'agent_enrolled',
+      actor: `agent:${agent.id}`,
+      workspaceId: agent.workspaceId,
+      agentId: agent.id,
+      connectionId: null,
+      decision: 'info',
+      metadata: { rebootstrap: wasActive, tokensRevoked: revoked.count },
+    });
+    await enqueueOutbox(tx, deps.names, [...revoked.items, { kind: 'event', event }]);
+    return agent;
+  });
+  await deps.outbox.settle();
+  return {
+    agentId: result.id,
+    name: result.name,
+    status: 'active' as const,
+    workspaceId: result.workspaceId,
+  };
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Private-key-JWT client authentication. Every rule of the spec is checked; failures are
+ * one generic 401 so a caller learns nothing about which rule it broke.
+ */
+export async function issueAgentToken(deps: ControlPlaneDeps, assertion: string) {
+  const fail = () => Errors.unauthorized('invalid client assertion');
+  let header, unverified;
+  try {
+    header = decodeProtectedHeader(assertion);
+    unverified = decodeJwt(assertion);
+  } catch {
+    throw fail();
+  }
+  // Only ES256; key-carrying headers (jku, jwk, x5u…) are ignored: the key is the enrolled one.
+  if (header.alg !== 'ES256') throw fail();
+  const agentId = unverified.iss;
+  if (typeof agentId !== 'string' || !UUID_RE.test(agentId) || unverified.sub !== agentId) throw fail();
+
+  const agent = await deps.prisma.agent.findUnique({ where: { id: agentId } });
+  if (!agent || agent.status !== 'active' || !agent.publicKeyJwk) throw fail();
+
+  let payload;
+  try {
+    const key = await importJWK(agent.publicKeyJwk as JWK, 'ES256');
+    ({ payload } = await jwtVerify(assertion, key, {
+      algorithms: ['ES256'],
+      issuer: agentId,
+      subject: agentId,
+      audience: deps.config.agentTokenAudience,
+      requiredClaims: ['iss', 'sub', 'aud', 'iat', 'exp', 'jti'],
+      clockTolerance: 5,
+      currentDate: deps.now(),
+    }));
+  } catch {
+    throw fail();
+  }
+  const nowS = Math.floor(deps.now().getTime() / 1000);
+  const { iat, exp, jti } = payload as { iat: number; exp: number; jti: unknown };
+  if (typeof jti !== 'string' || jti.length === 0 || jti.length > 256) throw fail();
+  if (exp - iat > MAX_ASSERTION_LIFETIME_S || exp <= iat) throw fail();
+  if (iat > nowS + CLOCK_SKEW_S) throw fail();
+
+  const token = generateToken('vltt_');
+  const ttl = deps.config.agentTokenTtlSeconds;
+  const expiresAt = new Date(deps.now().getTime() + ttl * 1000);
+  const tokenHash = hashToken(token);
+  try {
+    await deps.prisma.$transaction(async (tx) => {
+      // Lock the agent and re-check what the signature was verified against: a concurrent
+      // re-bootstrap or disable (which takes the same lock) must not be outlived by this token.
+      const current = await tx.$queryRaw<{ status: string; public_key_jwk: unknown }[]>`
+        SELECT status, public_key_jwk FROM agents WHERE id = ${agentId}::uuid FOR UPDATE`;
+      const row = current[0];
+      if (
+        !row ||
+        row.status !== 'active' ||
+        JSON.stringify(row.public_key_jwk) !== JSON.stringify(agent.publicKeyJwk)
+      ) {
+        throw fail();
+      }
+      // The primary key (agentId, jti) makes each jti single-use across every replica.
+      await tx.assertionJti.create({
+        data: { agentId, jti, expiresAt: new Date((exp + CLOCK_SKEW_S) * 1000) },
+      });
+      await tx.agentAccessToken.create({
+        data: { agentId, workspaceId: agent.workspaceId, tokenHash, expiresAt },
+      });
+      const record: AgentTokenRecord = {
+        v: 1,
+        tokenHash,
+        agentId,
+        workspaceId: agent.workspaceId,
+        expiresAt: expiresAt.getTime(),
+      };
+      await enqueueOutbox(tx, deps.names, [
+        { kind: 'kv', bucket: deps.names.buckets.agentTokens, key: tokenHash, op: 'put', value: record },
+      ]);
+    });
+  } catch (err) {
+    if ((err as { code?: string }).code === 'P2002') throw fail(); // replayed jti
+    throw err;
+  }
+  // Data planes also find a fresh token by asking on a miss: no need to wait for the push.
+  deps.outbox.kick();
+  return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl };
+}
+
+export async function listAgents(deps: ControlPlaneDeps, workspaceId: string) {
+  const rows = await deps.prisma.agent.findMany({ where: { workspaceId }, orderBy: { createdAt: 'asc' } });
+  return rows.map(agentView);
+}
+
+async function scopedAgent(deps: ControlPlaneDeps, workspaceId: string, id: string) {
+  const agent = await deps.prisma.agent.findFirst({ where: { id, workspaceId } });
+  // Another workspace's agent is indistinguishable from none.
+  if (!agent) throw Errors.notFound('agent not found');
+  return agent;
+}
+
+export async function updateAgent(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+  input: {
+    name?: string | undefined;
+    description?: string | null | undefined;
+    iconUrl?: string | null | undefined;
+  },
+) {
+  await scopedAgent(deps, actor.workspaceId, id);
+  const changed = Object.keys(input).filter((k) => input[k as keyof typeof input] !== undefined);
+  if (changed.length === 0) throw Errors.badRequest('at least one of name, description, iconUrl is required');
+  const event = auditEvent(deps, {
+    action: 'agent_updated',
+    actor: actor.userId,
+    workspaceId: actor.workspaceId,
+    agentId: id,
+    connectionId: null,
+    decision: 'info',
+    metadata: { changed },
+  });
+  const row = await deps.prisma.$transaction(async (tx) => {
+    const updated = await tx.agent.update({
+      where: { id },
+      data: {
+        ...(input.name !== undefined && { name: input.name }),
+        ...(input.description !== undefined && { description: input.description }),
+        ...(input.iconUrl !== undefined && { iconUrl: input.iconUrl }),
+      },
+    });
+    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+    return updated;
+  });
+  await deps.outbox.settle();
+  return { agent: agentView(row), auditId: event.auditId };
+}
+
+/** Deletes the agent and, by cascade, its policies, tokens, secrets and approval requests. */
+export async function deleteAgent(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+) {
+  const agent = await scopedAgent(deps, actor.workspaceId, id);
+  const event = auditEvent(deps, {
+    action: 'agent_deleted',
+    actor: actor.userId,
+    workspaceId: actor.workspaceId,
+    agentId: id,
+    connectionId: null,
+    decision: 'info',
+    metadata: { name: agent.name },
+  });
+  await deps.prisma.$transaction(async (tx) => {
+    await tx.$queryRaw`SELECT id FROM agents WHERE id = ${id}::uuid FOR UPDATE`;
+    const revoked = await revokeAllTokens(tx, deps, id);
+    const policies = await tx.policy.findMany({ where: { agentId: id }, select: { id: true } });
+    await tx.agent.delete({ where: { id } });
+    await enqueueOutbox(tx, deps.names, [
+      ...revoked.items,
+      ...policies.map((p): OutboxItem => ({
+        kind: 'kv',
+        bucket: deps.names.buckets.policies,
+        key: p.id,
+        op: 'delete',
+      })),
+      {
+        kind: 'event',
+        event: {
+          ...event,
+          metadata: { ...event.metadata, tokensRevoked: revoked.count, policiesDeleted: policies.length },
+        },
+      },
+    ]);
+  });
+  await deps.outbox.settle();
+  return { deleted: true as const, id, auditId: event.auditId };
+}
+
+/** A new one-time secret; earlier unused ones stop working. */
+export async function newBootstrapSecret(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+) {
+  const agent = await scopedAgent(deps, actor.workspaceId, id);
+  if (agent.status === 'disabled') throw Errors.conflict('agent is disabled');
+  const bootstrapSecret = generateToken('vltb_');
+  const now = deps.now();
+  await deps.prisma.$transaction(async (tx) => {
+    await tx.bootstrapSecret.updateMany({
+      where: { agentId: id, consumedAt: null },
+      data: { consumedAt: now },
+    });
+    await tx.bootstrapSecret.create({
+      data: {
+        agentId: id,
+        secretHash: hashToken(bootstrapSecret),
+        expiresAt: new Date(now.getTime() + deps.config.bootstrapSecretTtlSeconds * 1000),
+      },
+    });
+  });
+  return { bootstrapSecret };
+}
+
+/** Every token is deleted at once and every data plane drops it on the KV delete. */
+export async function disableAgent(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+) {
+  await scopedAgent(deps, actor.workspaceId, id);
+  const tokensRevoked = await deps.prisma.$transaction(async (tx) => {
+    await tx.$queryRaw`SELECT id FROM agents WHERE id = ${id}::uuid FOR UPDATE`;
+    const revoked = await revokeAllTokens(tx, deps, id);
+    await tx.agent.update({ where: { id }, data: { status: 'disabled' } });
+    const event = auditEvent(deps, {
+      action: 'agent_disabled',
+      actor: actor.userId,
+      workspaceId: actor.workspaceId,
+      agentId: id,
+      connectionId: null,
+      decision: 'info',
+      metadata: { tokensRevoked: revoked.count },
+    });
+    await enqueueOutbox(tx, deps.names, [...revoked.items, { kind: 'event', event }]);
+    return revoked.count;
+  });
+  await deps.outbox.settle();
+  return { success: true as const, tokensRevoked };
+}
+
+export async function enableAgent(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+) {
+  const agent = await scopedAgent(deps, actor.workspaceId, id);
+  if (agent.status !== 'disabled')
+    return { success: true as const, status: agent.status as 'created' | 'active' };
+  const status = agent.publicKeyJwk ? ('active' as const) : ('created' as const);
+  await deps.prisma.$transaction(async (tx) => {
+    await tx.agent.update({ where: { id }, data: { status } });
+    const event = auditEvent(deps, {
+      action: 'agent_enabled',
+      actor: actor.userId,
+      workspaceId: actor.workspaceId,
+      agentId: id,
+      connectionId: null,
+      decision: 'info',
+      metadata: { status },
+    });
+    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+  });
+  await deps.outbox.settle();
+  return { success: true as const, status };
+}

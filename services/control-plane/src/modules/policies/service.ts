@@ -1,0 +1,272 @@
+import { compilePolicy } from '@vlt/policy-engine';
+import { Errors } from '@vlt/service-kit';
+import type { AllowlistEntry, AuditAction, PolicyDocument, PolicySnapshot, PolicyView } from '@vlt/contracts';
+import { Prisma } from '@vlt/db';
+import type { ControlPlaneDeps } from '../../deps.js';
+import { enqueueOutbox } from '../../infra/outbox.js';
+import { auditEvent } from '../agents/service.js';
+
+type PolicyRow = Prisma.PolicyGetPayload<object>;
+
+export function policyDocument(p: PolicyRow): PolicyDocument {
+  return {
+    id: p.id,
+    workspaceId: p.workspaceId,
+    agentId: p.agentId,
+    connectionId: p.connectionId,
+    allowedModels: p.allowedModels as PolicyDocument['allowedModels'],
+    defaultMode: p.defaultMode as PolicyDocument['defaultMode'],
+    stepUpApproval: p.stepUpApproval as PolicyDocument['stepUpApproval'],
+    allowlists: p.allowlists as PolicyDocument['allowlists'],
+    rateLimits: (p.rateLimits ?? null) as PolicyDocument['rateLimits'],
+    timeWindows: p.timeWindows as PolicyDocument['timeWindows'],
+    rules: p.rules as PolicyDocument['rules'],
+    providerConstraints: (p.providerConstraints ?? null) as PolicyDocument['providerConstraints'],
+    version: p.version,
+  };
+}
+
+export function policyView(p: PolicyRow): PolicyView {
+  const doc = policyDocument(p);
+  return {
+    id: doc.id,
+    agentId: doc.agentId,
+    connectionId: doc.connectionId,
+    allowedModels: doc.allowedModels,
+    defaultMode: doc.defaultMode,
+    stepUpApproval: doc.stepUpApproval,
+    allowlists: doc.allowlists,
+    rateLimits: doc.rateLimits,
+    timeWindows: doc.timeWindows,
+    rules: doc.rules,
+    providerConstraints: doc.providerConstraints,
+    version: doc.version,
+    createdAt: p.createdAt.toISOString(),
+    updatedAt: p.updatedAt.toISOString(),
+  };
+}
+
+/** What data planes enforce: the policy compiled once here, published as a versioned snapshot. */
+export function policySnapshot(
+  p: PolicyRow,
+  connection: { provider: string; service: string },
+): PolicySnapshot {
+  return {
+    v: 1,
+    policyId: p.id,
+    workspaceId: p.workspaceId,
+    agentId: p.agentId,
+    connectionId: p.connectionId,
+    version: p.version,
+    compiled: compilePolicy(policyDocument(p), connection),
+  };
+}
+
+/**
+ * Service-specific allowlist defaults so Model B works as soon as a policy exists
+ * (docs/decisions: default allowlists). Writes still pass the step-up and mode checks.
+ */
+export function defaultAllowlists(connection: { service: string; metadata: unknown }): AllowlistEntry[] {
+  const siteUrl = (connection.metadata as { siteUrl?: string } | null)?.siteUrl;
+  if (connection.service === 'issues' && siteUrl) {
+    return [
+      {
+        baseUrl: siteUrl,
+        methods: ['GET'],
+        pathPatterns: [
+          '/rest/api/3/myself',
+          '/rest/api/3/search',
+          '/rest/api/3/issue/*',
+          '/rest/api/3/project',
+        ],
+      },
+      {
+        baseUrl: siteUrl,
+        methods: ['POST', 'PUT', 'DELETE'],
+        pathPatterns: ['/rest/api/3/issue', '/rest/api/3/issue/*'],
+      },
+    ];
+  }
+  return [];
+}
+
+async function loadScoped(deps: ControlPlaneDeps, workspaceId: string, id: string) {
+  const policy = await deps.prisma.policy.findFirst({
+    where: { id, workspaceId },
+    include: { connection: true },
+  });
+  if (!policy) throw Errors.notFound('policy not found');
+  return policy;
+}
+
+export async function createPolicy(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  input: {
+    agentId: string;
+    connectionId: string;
+    allowedModels?: ('A' | 'B')[] | undefined;
+    defaultMode?: PolicyDocument['defaultMode'] | undefined;
+    stepUpApproval?: PolicyDocument['stepUpApproval'] | undefined;
+  },
+) {
+  const [agent, connection] = await Promise.all([
+    deps.prisma.agent.findFirst({ where: { id: input.agentId, workspaceId: actor.workspaceId } }),
+    deps.prisma.connection.findFirst({ where: { id: input.connectionId, workspaceId: actor.workspaceId } }),
+  ]);
+  if (!agent) throw Errors.notFound('agent not found');
+  if (!connection || connection.status === 'revoked') throw Errors.notFound('connection not found');
+  const allowedModels = input.allowedModels ? [...new Set(input.allowedModels)] : ['A', 'B'];
+
+  const result = await deps.prisma.$transaction(async (tx) => {
+    const existing = await tx.policy.findUnique({
+      where: { agentId_connectionId: { agentId: agent.id, connectionId: connection.id } },
+    });
+    if (existing) throw Errors.conflict('a policy already binds this agent to this connection');
+    const row = await tx.policy.create({
+      data: {
+        workspaceId: actor.workspaceId,
+        agentId: agent.id,
+        connectionId: connection.id,
+        allowedModels,
+        defaultMode: input.defaultMode ?? 'read_only',
+        stepUpApproval: input.stepUpApproval ?? 'risk_based',
+        allowlists: defaultAllowlists(connection) as unknown as Prisma.InputJsonValue,
+        timeWindows: [],
+        rules: { request: [], response: [] },
+      },
+    });
+    const event = auditEvent(deps, {
+      action: 'policy_created',
+      actor: actor.userId,
+      workspaceId: actor.workspaceId,
+      agentId: agent.id,
+      connectionId: connection.id,
+      decision: 'info',
+      metadata: {
+        policyId: row.id,
+        allowedModels,
+        defaultMode: row.defaultMode,
+        stepUpApproval: row.stepUpApproval,
+      },
+    });
+    await enqueueOutbox(tx, deps.names, [
+      {
+        kind: 'kv',
+        bucket: deps.names.buckets.policies,
+        key: row.id,
+        op: 'put',
+        value: policySnapshot(row, connection),
+      },
+      { kind: 'event', event },
+    ]);
+    return { row, auditId: event.auditId };
+  });
+  await deps.outbox.settle();
+  return { policy: policyView(result.row), auditId: result.auditId };
+}
+
+/**
+ * Every policy change bumps the version, republishes the compiled snapshot and is audited
+ * as `policy_updated` with the part that changed — all in one transaction.
+ */
+export async function updatePolicy(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+  part: string,
+  data: Prisma.PolicyUpdateInput,
+) {
+  const current = await loadScoped(deps, actor.workspaceId, id);
+  const result = await deps.prisma.$transaction(async (tx) => {
+    const row = await tx.policy.update({
+      where: { id: current.id },
+      data: { ...data, version: { increment: 1 } },
+    });
+    // Compile before commit: a policy the engine cannot compile is never stored.
+    let snapshot;
+    try {
+      snapshot = policySnapshot(row, current.connection);
+    } catch (err) {
+      throw Errors.badRequest(`policy cannot be compiled: ${(err as Error).message}`);
+    }
+    const action: AuditAction = 'policy_updated';
+    const event = auditEvent(deps, {
+      action,
+      actor: actor.userId,
+      workspaceId: actor.workspaceId,
+      agentId: row.agentId,
+      connectionId: row.connectionId,
+      decision: 'info',
+      metadata: { policyId: row.id, changed: part, version: row.version },
+    });
+    await enqueueOutbox(tx, deps.names, [
+      { kind: 'kv', bucket: deps.names.buckets.policies, key: row.id, op: 'put', value: snapshot },
+      { kind: 'event', event },
+    ]);
+    return { row, auditId: event.auditId };
+  });
+  await deps.outbox.settle();
+  return { policy: policyView(result.row), auditId: result.auditId };
+}
+
+export async function listPolicies(deps: ControlPlaneDeps, workspaceId: string) {
+  // Scoped through the workspace's agents (spec).
+  const rows = await deps.prisma.policy.findMany({
+    where: { agent: { workspaceId } },
+    orderBy: { createdAt: 'asc' },
+  });
+  return { policies: rows.map(policyView) };
+}
+
+export async function getPolicy(deps: ControlPlaneDeps, workspaceId: string, id: string) {
+  return { policy: policyView(await loadScoped(deps, workspaceId, id)) };
+}
+
+export async function getRules(deps: ControlPlaneDeps, workspaceId: string, id: string) {
+  return { rules: policyView(await loadScoped(deps, workspaceId, id)).rules };
+}
+
+export async function setProviderConstraints(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+  constraints: PolicyDocument['providerConstraints'],
+) {
+  const current = await loadScoped(deps, actor.workspaceId, id);
+  if (constraints && constraints.provider !== current.connection.provider) {
+    throw Errors.badRequest(
+      `providerConstraints.provider must be the connection's provider (${current.connection.provider})`,
+    );
+  }
+  return updatePolicy(deps, actor, id, 'providerConstraints', {
+    providerConstraints:
+      constraints === null ? Prisma.DbNull : (constraints as unknown as Prisma.InputJsonValue),
+  });
+}
+
+export async function deletePolicy(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+) {
+  const current = await loadScoped(deps, actor.workspaceId, id);
+  const event = auditEvent(deps, {
+    action: 'policy_deleted',
+    actor: actor.userId,
+    workspaceId: actor.workspaceId,
+    agentId: current.agentId,
+    connectionId: current.connectionId,
+    decision: 'info',
+    metadata: { policyId: id },
+  });
+  await deps.prisma.$transaction(async (tx) => {
+    await tx.policy.delete({ where: { id } });
+    await enqueueOutbox(tx, deps.names, [
+      { kind: 'kv', bucket: deps.names.buckets.policies, key: id, op: 'delete' },
+      { kind: 'event', event },
+    ]);
+  });
+  await deps.outbox.settle();
+  return { deleted: true as const, id, auditId: event.auditId };
+}

@@ -1,0 +1,155 @@
+/**
+ * Keeps data-plane caches fed: request/reply handlers for what a data plane may not cache
+ * or has not seen yet, and a start-up resync of the KV buckets from the database.
+ */
+import {
+  AgentTokenLookupRequest,
+  ApprovalCreateRequest,
+  ApprovalRedeemRequest,
+  CredentialsRequest,
+  PolicyLookupRequest,
+  type AgentTokenRecord,
+} from '@vlt/contracts';
+import type { ReplyHandle } from '@vlt/bus';
+import type { ControlPlaneDeps } from '../../deps.js';
+import { enqueueOutbox, type OutboxItem } from '../../infra/outbox.js';
+import { createApproval, redeemApproval } from '../approvals/service.js';
+import { connectionDescriptor, resolveCredentialsForDataPlane } from '../connections/service.js';
+import { policySnapshot } from '../policies/service.js';
+
+export async function lookupAgentToken(
+  deps: ControlPlaneDeps,
+  tokenHash: string,
+): Promise<AgentTokenRecord | null> {
+  const rec = await deps.prisma.agentAccessToken.findUnique({
+    where: { tokenHash },
+    include: { agent: { select: { status: true } } },
+  });
+  if (!rec || rec.agent.status !== 'active' || rec.expiresAt <= deps.now()) return null;
+  return {
+    v: 1,
+    tokenHash,
+    agentId: rec.agentId,
+    workspaceId: rec.workspaceId,
+    expiresAt: rec.expiresAt.getTime(),
+  };
+}
+
+export async function lookupPolicy(deps: ControlPlaneDeps, agentId: string, connectionId: string) {
+  const policy = await deps.prisma.policy.findUnique({
+    where: { agentId_connectionId: { agentId, connectionId } },
+    include: { connection: true },
+  });
+  const connection =
+    policy?.connection ?? (await deps.prisma.connection.findUnique({ where: { id: connectionId } }));
+  return {
+    policy: policy ? policySnapshot(policy, policy.connection) : null,
+    connection: connection ? connectionDescriptor(connection) : null,
+  };
+}
+
+export async function serveDataPlaneRequests(deps: ControlPlaneDeps): Promise<ReplyHandle[]> {
+  const { bus, names } = deps;
+  const queue = { queue: 'control-plane' };
+  return Promise.all([
+    bus.reply(
+      names.rpc.credentialsGet,
+      async (data) => resolveCredentialsForDataPlane(deps, CredentialsRequest.parse(data)),
+      queue,
+    ),
+    bus.reply(
+      names.rpc.agentTokenLookup,
+      async (data) => ({
+        record: await lookupAgentToken(deps, AgentTokenLookupRequest.parse(data).tokenHash),
+      }),
+      queue,
+    ),
+    bus.reply(
+      names.rpc.approvalsCreate,
+      async (data) => createApproval(deps, ApprovalCreateRequest.parse(data)),
+      queue,
+    ),
+    bus.reply(
+      names.rpc.approvalsRedeem,
+      async (data) => redeemApproval(deps, ApprovalRedeemRequest.parse(data)),
+      queue,
+    ),
+    bus.reply(
+      names.rpc.policyLookup,
+      async (data) => {
+        const req = PolicyLookupRequest.parse(data);
+        return lookupPolicy(deps, req.agentId, req.connectionId);
+      },
+      queue,
+    ),
+  ]);
+}
+
+/**
+ * Rebuilds every KV bucket from the database. Goes through the outbox, so it is ordered
+ * with concurrent changes: a revocation committed meanwhile is never overwritten by a
+ * stale put.
+ */
+export async function resyncCaches(deps: ControlPlaneDeps): Promise<void> {
+  const { names, prisma } = deps;
+  const buckets = [names.buckets.agentTokens, names.buckets.policies, names.buckets.connections];
+  const present = new Map<string, Set<string>>();
+  for (const b of buckets) present.set(b, new Set(await (await deps.bus.kv(b)).keys()));
+
+  await prisma.$transaction(
+    async (tx) => {
+      const now = deps.now();
+      const [tokens, policies, connections] = await Promise.all([
+        tx.agentAccessToken.findMany({ where: { expiresAt: { gt: now }, agent: { status: 'active' } } }),
+        tx.policy.findMany({ include: { connection: true } }),
+        tx.connection.findMany(),
+      ]);
+      const items: OutboxItem[] = [];
+      const keep = new Map<string, Set<string>>(buckets.map((b) => [b, new Set<string>()]));
+      for (const t of tokens) {
+        keep.get(names.buckets.agentTokens)!.add(t.tokenHash);
+        items.push({
+          kind: 'kv',
+          bucket: names.buckets.agentTokens,
+          key: t.tokenHash,
+          op: 'put',
+          value: {
+            v: 1,
+            tokenHash: t.tokenHash,
+            agentId: t.agentId,
+            workspaceId: t.workspaceId,
+            expiresAt: t.expiresAt.getTime(),
+          },
+        });
+      }
+      for (const p of policies) {
+        keep.get(names.buckets.policies)!.add(p.id);
+        items.push({
+          kind: 'kv',
+          bucket: names.buckets.policies,
+          key: p.id,
+          op: 'put',
+          value: policySnapshot(p, p.connection),
+        });
+      }
+      for (const c of connections) {
+        keep.get(names.buckets.connections)!.add(c.id);
+        items.push({
+          kind: 'kv',
+          bucket: names.buckets.connections,
+          key: c.id,
+          op: 'put',
+          value: connectionDescriptor(c),
+        });
+      }
+      for (const b of buckets) {
+        for (const key of present.get(b)!) {
+          if (!keep.get(b)!.has(key)) items.push({ kind: 'kv', bucket: b, key, op: 'delete' });
+        }
+      }
+      await enqueueOutbox(tx, names, items);
+    },
+    { timeout: 120_000 },
+  );
+  await deps.outbox.settle();
+}

@@ -1,0 +1,86 @@
+import type { Bus } from '@vlt/bus';
+import { busNames } from '@vlt/bus';
+import type { ControlPlaneConfig } from '@vlt/config';
+import { parseMasterKeys } from '@vlt/crypto';
+import type { PrismaClient } from '@vlt/db';
+import { createUpstreamClient } from '@vlt/upstream';
+import type { FastifyBaseLogger } from 'fastify';
+import type { ControlPlaneDeps } from './deps.js';
+import { createOutboxRelay } from './infra/outbox.js';
+import { createRateLimiter } from './infra/rate-limiter.js';
+import { createSigningKeys } from './infra/signing-keys.js';
+import { expireStaleApprovals } from './modules/approvals/service.js';
+import { resyncCaches, serveDataPlaneRequests } from './modules/sync/service.js';
+
+export interface ControlPlaneRuntime {
+  deps: ControlPlaneDeps;
+  /** Starts background work: outbox relay, data-plane request handlers, cache resync. */
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function createControlPlaneRuntime(opts: {
+  config: Readonly<ControlPlaneConfig> & { masterKey: string };
+  prisma: PrismaClient;
+  bus: Bus;
+  logger: FastifyBaseLogger;
+  now?: () => Date;
+  /** The embedded database: one process, one session (see the outbox relay). */
+  embeddedDatabase?: boolean;
+}): Promise<ControlPlaneRuntime> {
+  const { config, prisma, bus, logger } = opts;
+  const keyring = parseMasterKeys(config.masterKey, config.masterKeysOld);
+  const names = busNames(config.natsPrefix);
+  const outbox = createOutboxRelay({
+    prisma,
+    bus,
+    logger,
+    exclusivity: opts.embeddedDatabase ? 'single-process' : 'advisory-lock',
+  });
+  const signingKeys = await createSigningKeys({ prisma, keyring, issuer: config.publicBaseUrl });
+  if (signingKeys.undecryptable().length) {
+    logger.warn(
+      { kids: signingKeys.undecryptable() },
+      'some API signing keys were sealed with a master key this process does not hold; they verify but never sign',
+    );
+  }
+  const upstream = createUpstreamClient({ ssrfAllowCidrs: config.ssrfAllowCidrs, timeoutMs: 15_000 });
+  const now = opts.now ?? (() => new Date());
+  const deps: ControlPlaneDeps = {
+    config,
+    prisma,
+    bus,
+    names,
+    keyring,
+    logger,
+    upstream,
+    signingKeys,
+    outbox,
+    rateLimiter: createRateLimiter(prisma, now),
+    now,
+  };
+  const handles: { stop(): Promise<void> }[] = [];
+  let expiryTimer: NodeJS.Timeout | undefined;
+  return {
+    deps,
+    async start() {
+      outbox.start();
+      handles.push(...(await serveDataPlaneRequests(deps)));
+      await resyncCaches(deps);
+      await outbox.flush();
+      // Pending approvals past their expiry become `expired` (and are audited) within 10 s.
+      expiryTimer = setInterval(() => {
+        expireStaleApprovals(deps).catch((err: Error) =>
+          logger.warn({ err: err.message }, 'approval expiry failed'),
+        );
+      }, 10_000);
+      expiryTimer.unref();
+    },
+    async stop() {
+      if (expiryTimer) clearInterval(expiryTimer);
+      for (const h of handles) await h.stop();
+      await outbox.stop();
+      await upstream.close();
+    },
+  };
+}

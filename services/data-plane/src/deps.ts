@@ -1,0 +1,17 @@
+import type { Bus, BusNames } from '@vlt/bus';
+import type { DataPlaneConfig } from '@vlt/config';
+import type { UpstreamClient } from '@vlt/upstream';
+import type { FastifyBaseLogger } from 'fastify';
+import type { SnapshotCaches } from './caches.js';
+import type { CredentialCache } from './credentials.js';
+
+export interface DataPlaneDeps {
+  config: Readonly<DataPlaneConfig>;
+  bus: Bus;
+  names: BusNames;
+  logger: FastifyBaseLogger;
+  caches: SnapshotCaches;
+  credentials: CredentialCache;
+  upstream: UpstreamClient;
+  now: () => Date;
+}

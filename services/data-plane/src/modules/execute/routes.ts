@@ -1,0 +1,43 @@
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from '@vlt/service-kit';
+import { ApprovalRequiredResponse, ErrorResponse, ExecuteBody, ExecuteModelBResponse } from '@vlt/contracts';
+import { Errors } from '@vlt/service-kit';
+import type { DataPlaneDeps } from '../../deps.js';
+import { requireAgent } from '../../plugins/agent-auth.js';
+import { executeModelB } from './service.js';
+
+export function executeRoutes(deps: DataPlaneDeps) {
+  return async function (app: FastifyInstance) {
+    const r = app.withTypeProvider<ZodTypeProvider>();
+    r.post(
+      '/v1/vault/execute',
+      {
+        schema: {
+          tags: ['execution'],
+          security: [{ bearer: [] }],
+          body: ExecuteBody,
+          response: {
+            200: ExecuteModelBResponse,
+            202: ApprovalRequiredResponse,
+            400: ErrorResponse,
+            401: ErrorResponse,
+            403: ErrorResponse,
+            404: ErrorResponse,
+            409: ErrorResponse,
+            502: ErrorResponse,
+            503: ErrorResponse,
+          },
+        },
+      },
+      async (req, reply) => {
+        const agent = requireAgent(req);
+        if (req.body.model === 'A') {
+          // Model A (token vending) needs OAuth connections; the issue tracker is Model B only (spec).
+          throw Errors.badRequest('model A is not available for this connection; use model B');
+        }
+        const out = await executeModelB(deps, agent, req.body);
+        return 'approvalRequired' in out ? reply.status(202).send(out) : out;
+      },
+    );
+  };
+}

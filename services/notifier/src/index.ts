@@ -1,0 +1,2 @@
+export { notificationHandler, startNotifier } from './notification-consumer.js';
+export { buildNotifierApp, type NotifierDeps } from './app.js';

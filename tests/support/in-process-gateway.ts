@@ -1,0 +1,66 @@
+/**
+ * The all-in-one gateway inside the test process, listening on a real socket: the run's real
+ * PostgreSQL database when there is one (else embedded PGlite), the in-process bus, a fresh
+ * master key. Fast enough to start per test file.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { loadConfig } from '@vlt/config';
+import { startAllInOne } from '@vlt/all-in-one';
+import { realServices } from './services.js';
+
+export interface InProcessGateway {
+  baseUrl: string;
+  /** Every log line the gateway wrote (for secret-leak assertions). */
+  logs: string[];
+  close(): Promise<void>;
+}
+
+export async function startInProcessGateway(env: Record<string, string> = {}): Promise<InProcessGateway> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'vlt-gw-'));
+  const logs: string[] = [];
+  const logger = pino(
+    { level: env.LOG_LEVEL ?? 'info' },
+    new Writable({
+      write(chunk, _enc, cb) {
+        logs.push(String(chunk));
+        cb();
+      },
+    }),
+  );
+  const base: Record<string, string> = {
+    NODE_ENV: 'test',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    VLT_DATA_DIR: dataDir,
+    VLT_MASTER_KEY: randomBytes(32).toString('base64'),
+    VLT_NATS_PREFIX: `${realServices.busPrefix()}${randomBytes(3).toString('hex')}`,
+    ...(realServices.hasPostgres() ? { DATABASE_URL: realServices.databaseUrl() } : {}),
+    ...env,
+  };
+  // The audience and issuer must be the URL clients use, known only after listen: reserve a port first.
+  const net = await import('node:net');
+  const port = await new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+  base.PORT = String(port);
+  base.PUBLIC_BASE_URL ??= `http://127.0.0.1:${port}`;
+  const config = loadConfig('all-in-one', base);
+  const gw = await startAllInOne(config, logger);
+  await gw.app.listen({ port, host: '127.0.0.1' });
+  return {
+    baseUrl: config.publicBaseUrl,
+    logs,
+    async close() {
+      await gw.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
