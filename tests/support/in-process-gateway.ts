@@ -20,7 +20,10 @@ export interface InProcessGateway {
   close(): Promise<void>;
 }
 
-export async function startInProcessGateway(env: Record<string, string> = {}): Promise<InProcessGateway> {
+export async function startInProcessGateway(
+  env: Record<string, string> = {},
+  seams: { upstreamCa?: string[] } = {},
+): Promise<InProcessGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vlt-gw-'));
   const logs: string[] = [];
   const logger = pino(
@@ -53,7 +56,7 @@ export async function startInProcessGateway(env: Record<string, string> = {}): P
   base.PORT = String(port);
   base.PUBLIC_BASE_URL ??= `http://127.0.0.1:${port}`;
   const config = loadConfig('all-in-one', base);
-  const gw = await startAllInOne(config, logger);
+  const gw = await startAllInOne(config, logger, seams);
   await gw.app.listen({ port, host: '127.0.0.1' });
   return {
     baseUrl: config.publicBaseUrl,

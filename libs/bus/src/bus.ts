@@ -25,6 +25,12 @@ export interface KvBucket {
   put(key: string, value: unknown): Promise<number>;
   get(key: string): Promise<{ value: unknown; revision: number } | null>;
   delete(key: string): Promise<void>;
+  /**
+   * Optimistic concurrency: writes only when the key's current revision is
+   * `expectedRevision` (0: the key must not exist); otherwise throws BusConflictError.
+   * Returns the new revision. The building block for counters shared by replicas.
+   */
+  compareAndSet(key: string, value: unknown, expectedRevision: number): Promise<number>;
   keys(): Promise<string[]>;
   /**
    * Delivers the current value of every key first, then every later change, in order.
@@ -127,6 +133,12 @@ export class BusClosedError extends BusError {
  * The remote reply handler threw. Carries the handler's message and its string `code` (if it
  * had one) so callers can branch on it; never the remote stack.
  */
+/** A compare-and-set lost against another writer: read again and retry. */
+export class BusConflictError extends BusError {
+  override name = 'BusConflictError';
+  override readonly code: string = 'BUS_CONFLICT';
+}
+
 export class BusReplyError extends BusError {
   override name = 'BusReplyError';
   override readonly code: string = 'BUS_REMOTE_ERROR';

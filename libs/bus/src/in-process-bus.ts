@@ -8,6 +8,7 @@
  */
 import {
   BusClosedError,
+  BusConflictError,
   BusError,
   BusNoRespondersError,
   BusPublishError,
@@ -271,6 +272,13 @@ class MemoryBucket implements KvBucket {
     assertKvKey(key);
     const e = this.entries.get(key);
     return e ? { value: fromJsonText(e.json), revision: e.revision } : null;
+  }
+
+  async compareAndSet(key: string, value: unknown, expectedRevision: number): Promise<number> {
+    assertKvKey(key);
+    const current = this.entries.get(key)?.revision ?? 0;
+    if (current !== expectedRevision) throw new BusConflictError(`revision of ${key} moved on`);
+    return this.put(key, value);
   }
 
   async delete(key: string): Promise<void> {

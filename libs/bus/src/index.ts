@@ -1,5 +1,6 @@
 export {
   BusClosedError,
+  BusConflictError,
   BusError,
   BusNoRespondersError,
   BusPublishError,

@@ -14,6 +14,8 @@ export interface BusNames {
     agentTokens: string;
     /** Connection descriptors without secrets, key = connection id. */
     connections: string;
+    /** Per agent+connection request counts for policy rate limits, shared by data planes. */
+    rateCounters: string;
   };
   rpc: {
     credentialsGet: string;
@@ -36,6 +38,7 @@ export function busNames(prefix = 'vlt'): BusNames {
       policies: `${p}-policies`,
       agentTokens: `${p}-agent-tokens`,
       connections: `${p}-connections`,
+      rateCounters: `${p}-rate-counters`,
     },
     rpc: {
       credentialsGet: `${p}.rpc.credentials.get`,

@@ -30,6 +30,7 @@ import {
 import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
 import {
   BusClosedError,
+  BusConflictError,
   BusError,
   BusNoRespondersError,
   BusPublishError,
@@ -506,6 +507,21 @@ function natsKvBucket(
     async delete(key) {
       assertKvKey(key);
       await kv.delete(key).catch(wrapKv('delete'));
+    },
+    async compareAndSet(key, value, expectedRevision) {
+      assertKvKey(key);
+      const data = encodeJson(value);
+      try {
+        return expectedRevision === 0
+          ? await kv.create(key, data)
+          : await kv.update(key, data, expectedRevision);
+      } catch (err) {
+        // The server refuses with "wrong last sequence" (update) or "key exists" (create).
+        if (/wrong last sequence|key exists/i.test(String((err as Error)?.message))) {
+          throw new BusConflictError(`revision of ${key} moved on`);
+        }
+        throw wrap(err, `KV compare-and-set on ${name} failed`);
+      }
     },
     async keys() {
       const out: string[] = [];

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BusClosedError,
+  BusConflictError,
   BusError,
   BusNoRespondersError,
   BusPublishError,
@@ -78,6 +79,21 @@ export function describeBusConformance(label: string, open: () => Promise<Confor
         expect(await kv.get('a')).toBeNull();
         expect(await kv.keys()).toEqual(['b']);
         expect(await bus.kv(kv.name)).toBe(kv); // one handle per bucket
+      });
+
+      it('compare-and-set writes only from the expected revision, so concurrent writers cannot both win', async () => {
+        const kv = await bus.kv(bucketName());
+        const r1 = await kv.compareAndSet('c', { n: 1 }, 0);
+        await expect(kv.compareAndSet('c', { n: 9 }, 0)).rejects.toBeInstanceOf(BusConflictError);
+        const r2 = await kv.compareAndSet('c', { n: 2 }, r1);
+        expect(r2).toBeGreaterThan(r1);
+        await expect(kv.compareAndSet('c', { n: 9 }, r1)).rejects.toBeInstanceOf(BusConflictError);
+        expect(await kv.get('c')).toEqual({ value: { n: 2 }, revision: r2 });
+        // Ten racing increments from the same revision: exactly one lands.
+        const results = await Promise.allSettled(
+          Array.from({ length: 10 }, (_, i) => kv.compareAndSet('c', { n: 100 + i }, r2)),
+        );
+        expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
       });
 
       it('stores a copy: later mutation of the caller object does not leak in', async () => {

@@ -23,6 +23,8 @@ export interface AllInOne {
 export async function startAllInOne(
   config: Readonly<AllInOneConfig>,
   logger: FastifyBaseLogger,
+  /** Test seams only; production configuration comes from `config`. */
+  seams: { upstreamCa?: string[] } = {},
 ): Promise<AllInOne> {
   let masterKey = config.masterKey;
   if (!masterKey) {
@@ -43,8 +45,9 @@ export async function startAllInOne(
     bus,
     logger,
     embeddedDatabase: db.embedded,
+    ...seams,
   });
-  const dp = await createDataPlaneRuntime({ config, bus, logger });
+  const dp = await createDataPlaneRuntime({ config, bus, logger, ...seams });
   const audit = await startAuditWriter({ bus, names, prisma: db.prisma, logger });
   const notifier = await startNotifier({ bus, names, logger });
 

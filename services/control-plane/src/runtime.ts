@@ -27,6 +27,8 @@ export async function createControlPlaneRuntime(opts: {
   now?: () => Date;
   /** The embedded database: one process, one session (see the outbox relay). */
   embeddedDatabase?: boolean;
+  /** CAs trusted for provider HTTPS besides the system's (tests; processes use NODE_EXTRA_CA_CERTS). */
+  upstreamCa?: string[];
 }): Promise<ControlPlaneRuntime> {
   const { config, prisma, bus, logger } = opts;
   const keyring = parseMasterKeys(config.masterKey, config.masterKeysOld);
@@ -44,7 +46,11 @@ export async function createControlPlaneRuntime(opts: {
       'some API signing keys were sealed with a master key this process does not hold; they verify but never sign',
     );
   }
-  const upstream = createUpstreamClient({ ssrfAllowCidrs: config.ssrfAllowCidrs, timeoutMs: 15_000 });
+  const upstream = createUpstreamClient({
+    ssrfAllowCidrs: config.ssrfAllowCidrs,
+    timeoutMs: 15_000,
+    ...(opts.upstreamCa && { extraCa: opts.upstreamCa }),
+  });
   const now = opts.now ?? (() => new Date());
   const deps: ControlPlaneDeps = {
     config,

@@ -4,6 +4,7 @@ import type { UpstreamClient } from '@vlt/upstream';
 import type { FastifyBaseLogger } from 'fastify';
 import type { SnapshotCaches } from './caches.js';
 import type { CredentialCache } from './credentials.js';
+import type { RateCounter } from './rate-counter.js';
 
 export interface DataPlaneDeps {
   config: Readonly<DataPlaneConfig>;
@@ -12,6 +13,7 @@ export interface DataPlaneDeps {
   logger: FastifyBaseLogger;
   caches: SnapshotCaches;
   credentials: CredentialCache;
+  rateCounter: RateCounter;
   upstream: UpstreamClient;
   now: () => Date;
 }

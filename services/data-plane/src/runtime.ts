@@ -6,6 +6,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { createSnapshotCaches } from './caches.js';
 import { createCredentialCache } from './credentials.js';
 import type { DataPlaneDeps } from './deps.js';
+import { createRateCounter } from './rate-counter.js';
 
 export interface DataPlaneRuntime {
   deps: DataPlaneDeps;
@@ -19,6 +20,8 @@ export async function createDataPlaneRuntime(opts: {
   bus: Bus;
   logger: FastifyBaseLogger;
   now?: () => Date;
+  /** CAs trusted for provider HTTPS besides the system's (tests; processes use NODE_EXTRA_CA_CERTS). */
+  upstreamCa?: string[];
 }): Promise<DataPlaneRuntime> {
   const { config, bus, logger } = opts;
   const names = busNames(config.natsPrefix);
@@ -27,6 +30,7 @@ export async function createDataPlaneRuntime(opts: {
   const upstream = createUpstreamClient({
     ssrfAllowCidrs: config.ssrfAllowCidrs,
     timeoutMs: config.upstreamTimeoutMs,
+    ...(opts.upstreamCa && { extraCa: opts.upstreamCa }),
   });
   const deps: DataPlaneDeps = {
     config,
@@ -35,6 +39,7 @@ export async function createDataPlaneRuntime(opts: {
     logger,
     caches,
     credentials,
+    rateCounter: createRateCounter({ bus, names }),
     upstream,
     now: opts.now ?? (() => new Date()),
   };

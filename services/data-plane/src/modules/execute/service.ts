@@ -20,6 +20,7 @@ import { AppError, Errors, uuidv7 } from '@vlt/service-kit';
 import { UpstreamError } from '@vlt/upstream';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
+import type { Reservation } from '../../rate-counter.js';
 
 // Never forwarded from the agent: credentials, routing and hop-by-hop headers.
 const STRIPPED_REQUEST_HEADERS = new Set([
@@ -137,6 +138,7 @@ async function deny(
   status: number,
   reason: string,
   metadata: Record<string, unknown>,
+  retryAfter?: number,
 ): Promise<never> {
   const e = event(deps, ctx, status === 429 ? 'rate_limit_exceeded' : 'execution_denied', 'denied', {
     ...metadata,
@@ -154,6 +156,7 @@ async function deny(
     reason,
     {
       auditId: e.auditId,
+      ...(retryAfter !== undefined && { retryAfter, headers: { 'retry-after': String(retryAfter) } }),
     },
   );
 }
@@ -229,203 +232,246 @@ export async function executeModelB(
     requestFullFields: req.requestFullFields,
     context: req.context,
   };
+  // Narrowed copies for the closure below.
+  const connection: ConnectionDescriptor = conn;
+  const policyId = found.policy.snapshot.policyId;
+  const now = deps.now();
+  // Only rate-limited policies pay for the shared counter (two KV round trips).
+  let reservation: Reservation | undefined;
+  if (policy.rateLimits) {
+    try {
+      reservation = await deps.rateCounter.reserve(agent.agentId, conn.id, now);
+    } catch {
+      throw Errors.unavailable('cannot count requests for the rate limit right now');
+    }
+  }
   const ctxBase = {
-    now: deps.now(),
+    now,
     model: 'B' as const,
-    requestsInLastHour: 0,
+    requestsInLastHour: reservation?.previous ?? 0,
+    ...(reservation?.oldestAt && { oldestRequestInWindowAt: reservation.oldestAt }),
     ssrfAllowCidrs: deps.config.ssrfAllowCidrs,
   };
-  let ctx: Parameters<typeof evaluateExecution>[2] = ctxBase;
-  let decision: ExecutionDecision = evaluateExecution(input, policy, ctx);
-  if (decision.outcome === 'needs_resolution') {
-    let addresses: string[];
-    try {
-      addresses = await deps.upstream.resolve(decision.host);
-    } catch {
-      return deny(deps, base, 403, 'destination host cannot be resolved', meta);
-    }
-    ctx = { ...ctxBase, resolvedAddresses: addresses };
-    decision = evaluateExecution(input, policy, ctx);
+  // Set just before the provider is called: from then on the request counts, whatever happens.
+  let sent = false;
+  try {
+    const out = await decideAndRun();
+    if (!sent) await reservation?.release();
+    return out;
+  } catch (err) {
+    // A request that never reached the provider (denied, 429, awaiting approval) gives its slot back.
+    if (reservation && !sent) await reservation.release().catch(() => undefined);
+    throw err;
   }
 
-  if (decision.outcome === 'require_approval') {
-    const fingerprint = decision.fingerprint;
-    if (!req.approvalId)
-      return requestApproval(deps, agent, conn.id, found.policy.snapshot.policyId, req, decision);
-    // Evaluate as if approved first: the approval is consumed only when the request will run.
-    const approved = evaluateExecution(input, policy, {
-      ...ctx,
-      approval: { status: 'approved', fingerprintMatches: true },
-    });
-    if (approved.outcome === 'allow') {
-      let redeemed;
+  async function decideAndRun(): Promise<ExecutionResult | ApprovalRequired> {
+    let ctx: Parameters<typeof evaluateExecution>[2] = ctxBase;
+    let decision: ExecutionDecision = evaluateExecution(input, policy, ctx);
+    if (decision.outcome === 'needs_resolution') {
+      let addresses: string[];
       try {
-        redeemed = ApprovalRedeemResponse.parse(
-          await deps.bus.request(
-            deps.names.rpc.approvalsRedeem,
-            {
-              v: 1,
-              approvalId: req.approvalId,
-              workspaceId: agent.workspaceId,
-              agentId: agent.agentId,
-              connectionId: conn.id,
-              fingerprint,
-            },
-            { timeoutMs: 3_000 },
-          ),
-        );
-      } catch (err) {
-        if (err instanceof BusError) throw Errors.unavailable('cannot verify the approval right now');
-        throw err;
+        addresses = await deps.upstream.resolve(decision.host);
+      } catch {
+        return deny(deps, base, 403, 'destination host cannot be resolved', meta);
       }
-      if (!redeemed.ok) {
-        const refusal = REDEEM_REFUSALS[redeemed.code]!;
-        return deny(deps, base, refusal.status, refusal.message, {
+      ctx = { ...ctxBase, resolvedAddresses: addresses };
+      decision = evaluateExecution(input, policy, ctx);
+    }
+
+    if (decision.outcome === 'require_approval') {
+      const fingerprint = decision.fingerprint;
+      if (!req.approvalId) return requestApproval(deps, agent, connection.id, policyId, req, decision);
+      // Evaluate as if approved first: the approval is consumed only when the request will run.
+      const approved = evaluateExecution(input, policy, {
+        ...ctx,
+        approval: { status: 'approved', fingerprintMatches: true },
+      });
+      if (approved.outcome === 'allow') {
+        let redeemed;
+        try {
+          redeemed = ApprovalRedeemResponse.parse(
+            await deps.bus.request(
+              deps.names.rpc.approvalsRedeem,
+              {
+                v: 1,
+                approvalId: req.approvalId,
+                workspaceId: agent.workspaceId,
+                agentId: agent.agentId,
+                connectionId: connection.id,
+                fingerprint,
+              },
+              { timeoutMs: 3_000 },
+            ),
+          );
+        } catch (err) {
+          if (err instanceof BusError) throw Errors.unavailable('cannot verify the approval right now');
+          throw err;
+        }
+        if (!redeemed.ok) {
+          const refusal = REDEEM_REFUSALS[redeemed.code]!;
+          return deny(deps, base, refusal.status, refusal.message, {
+            ...meta,
+            step: 'step_up',
+            approvalRequestId: req.approvalId,
+          });
+        }
+      }
+      decision = approved;
+    }
+
+    switch (decision.outcome) {
+      case 'bad_request':
+        throw Errors.badRequest(decision.reason);
+      case 'deny':
+        return deny(
+          deps,
+          base,
+          decision.status,
+          decision.reason,
+          { ...meta, step: decision.step, ...decision.audit },
+          decision.retryAfter,
+        );
+      case 'require_approval':
+        return deny(deps, base, 403, `step-up approval required: ${decision.reason}`, {
           ...meta,
           step: 'step_up',
-          approvalRequestId: req.approvalId,
         });
-      }
+      case 'needs_resolution':
+        return deny(deps, base, 403, 'destination could not be verified', meta);
+      case 'allow':
+        break;
     }
-    decision = approved;
-  }
 
-  switch (decision.outcome) {
-    case 'bad_request':
-      throw Errors.badRequest(decision.reason);
-    case 'deny':
-      return deny(deps, base, decision.status, decision.reason, {
-        ...meta,
-        step: decision.step,
-        ...decision.audit,
-      });
-    case 'require_approval':
-      return deny(deps, base, 403, `step-up approval required: ${decision.reason}`, {
-        ...meta,
-        step: 'step_up',
-      });
-    case 'needs_resolution':
-      return deny(deps, base, 403, 'destination could not be verified', meta);
-    case 'allow':
-      break;
-  }
+    const target = new URL(decision.target.href);
+    // The issue tracker's base URL comes from the connection: nothing else may be reached with its credentials.
+    if (connection.baseUrl && target.origin !== new URL(connection.baseUrl).origin) {
+      return deny(deps, base, 403, 'url is outside the connection site', { ...meta, path: target.pathname });
+    }
 
-  const target = new URL(decision.target.href);
-  // The issue tracker's base URL comes from the connection: nothing else may be reached with its credentials.
-  if (conn.baseUrl && target.origin !== new URL(conn.baseUrl).origin) {
-    return deny(deps, base, 403, 'url is outside the connection site', { ...meta, path: target.pathname });
-  }
-
-  const run: Ctx = { agent, connection: conn, method: req.method, path: target.pathname, requestAuditId: '' };
-  const requested = event(deps, base, 'execution_requested', 'allowed', {
-    ...meta,
-    path: target.pathname,
-    host: target.host,
-  });
-  run.requestAuditId = requested.auditId;
-  try {
-    await publish(deps, requested);
-  } catch {
-    // Fail closed: no provider call without a durable record of it.
-    throw Errors.unavailable('cannot record the request; not executed');
-  }
-
-  let creds;
-  try {
-    creds = await deps.credentials.get({
-      workspaceId: agent.workspaceId,
-      agentId: agent.agentId,
-      connectionId: conn.id,
+    const run: Ctx = {
+      agent,
+      connection,
+      method: req.method,
+      path: target.pathname,
+      requestAuditId: '',
+    };
+    const requested = event(deps, base, 'execution_requested', 'allowed', {
+      ...meta,
+      path: target.pathname,
+      host: target.host,
     });
-  } catch {
-    await publishEventually(
-      deps,
-      event(deps, base, 'execution_error', 'denied', {
+    run.requestAuditId = requested.auditId;
+    try {
+      await publish(deps, requested);
+    } catch {
+      // Fail closed: no provider call without a durable record of it.
+      throw Errors.unavailable('cannot record the request; not executed');
+    }
+
+    let creds;
+    try {
+      creds = await deps.credentials.get({
+        workspaceId: agent.workspaceId,
+        agentId: agent.agentId,
+        connectionId: connection.id,
+      });
+    } catch {
+      await publishEventually(
+        deps,
+        event(deps, base, 'execution_error', 'denied', {
+          ...meta,
+          path: run.path,
+          requestAuditId: run.requestAuditId,
+          error: 'credentials unavailable',
+        }),
+      );
+      throw Errors.unavailable('credentials are unavailable right now');
+    }
+    if (!creds.ok) {
+      const terminal = event(deps, base, 'execution_denied', 'denied', {
         ...meta,
         path: run.path,
         requestAuditId: run.requestAuditId,
-        error: 'credentials unavailable',
-      }),
-    );
-    throw Errors.unavailable('credentials are unavailable right now');
-  }
-  if (!creds.ok) {
-    const terminal = event(deps, base, 'execution_denied', 'denied', {
-      ...meta,
-      path: run.path,
-      requestAuditId: run.requestAuditId,
-      reason: creds.code,
-    });
-    await publishEventually(deps, terminal);
-    if (creds.code === 'revoked')
-      throw Errors.conflict('connection has been revoked', { auditId: terminal.auditId });
-    if (creds.code === 'needs_reauth')
-      throw Errors.conflict('connection needs reauthentication', { auditId: terminal.auditId });
-    throw Errors.policyDenied('no policy allows this agent to use this connection', {
-      auditId: terminal.auditId,
-    });
-  }
-
-  // Send exactly what the policy engine judged: its canonical URL, headers and body.
-  const headers: Record<string, string> = { ...decision.target.headers };
-  const body = decision.target.body;
-  if (body !== undefined && typeof req.body !== 'string' && !('content-type' in headers)) {
-    headers['content-type'] = 'application/json';
-  }
-  const c = creds.credentials;
-  headers.authorization =
-    c.type === 'basic'
-      ? `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`
-      : `Bearer ${c.token}`;
-  headers.accept ??= 'application/json';
-
-  const started = performance.now();
-  let res;
-  try {
-    res = await deps.upstream.request({
-      url: target,
-      method: req.method,
-      headers,
-      body,
-      maxResponseBytes: policy.limits?.maxResponseSizeBytes ?? 10 * 1024 * 1024,
-    });
-  } catch (err) {
-    const kind = err instanceof UpstreamError ? err.kind : 'unavailable';
-    const terminal = event(deps, base, 'execution_error', 'denied', {
-      ...meta,
-      path: run.path,
-      requestAuditId: run.requestAuditId,
-      error: kind,
-    });
-    await publishEventually(deps, terminal);
-    if (kind === 'ssrf_blocked')
-      throw Errors.policyDenied('destination address is not allowed', { auditId: terminal.auditId });
-    if (kind === 'timeout') throw Errors.upstreamTimeout(undefined, { auditId: terminal.auditId });
-    if (kind === 'too_large')
-      throw Errors.upstreamBadResponse('provider response exceeds the size limit', {
+        reason: creds.code,
+      });
+      await publishEventually(deps, terminal);
+      if (creds.code === 'revoked')
+        throw Errors.conflict('connection has been revoked', { auditId: terminal.auditId });
+      if (creds.code === 'needs_reauth')
+        throw Errors.conflict('connection needs reauthentication', { auditId: terminal.auditId });
+      throw Errors.policyDenied('no policy allows this agent to use this connection', {
         auditId: terminal.auditId,
       });
-    throw Errors.upstreamUnavailable(undefined, { auditId: terminal.auditId });
-  }
+    }
 
-  const contentType = res.headers['content-type'];
-  const decoded = decodeBody(res.body, contentType);
-  const filtered = filterResponseBody(decoded, contentType ?? '', policy, {
-    method: req.method,
-    path: target.pathname,
-  });
-  const terminal = event(deps, base, 'execution_completed', 'allowed', {
-    ...meta,
-    path: run.path,
-    requestAuditId: run.requestAuditId,
-    responseStatus: res.status,
-    dataSize: res.body.length,
-    durationMs: Math.round(performance.now() - started),
-  });
-  await publishEventually(deps, terminal);
-  // The body may have changed size after filtering.
-  delete res.headers['content-length'];
-  return { model: 'B', status: res.status, headers: res.headers, body: filtered, auditId: terminal.auditId };
+    // Send exactly what the policy engine judged: its canonical URL, headers and body.
+    const headers: Record<string, string> = { ...decision.target.headers };
+    const body = decision.target.body;
+    if (body !== undefined && typeof req.body !== 'string' && !('content-type' in headers)) {
+      headers['content-type'] = 'application/json';
+    }
+    const c = creds.credentials;
+    headers.authorization =
+      c.type === 'basic'
+        ? `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`
+        : `Bearer ${c.token}`;
+    headers.accept ??= 'application/json';
+
+    sent = true;
+    const started = performance.now();
+    let res;
+    try {
+      res = await deps.upstream.request({
+        url: target,
+        method: req.method,
+        headers,
+        body,
+        maxResponseBytes: policy.limits?.maxResponseSizeBytes ?? 10 * 1024 * 1024,
+      });
+    } catch (err) {
+      const kind = err instanceof UpstreamError ? err.kind : 'unavailable';
+      const terminal = event(deps, base, 'execution_error', 'denied', {
+        ...meta,
+        path: run.path,
+        requestAuditId: run.requestAuditId,
+        error: kind,
+      });
+      await publishEventually(deps, terminal);
+      if (kind === 'ssrf_blocked')
+        throw Errors.policyDenied('destination address is not allowed', { auditId: terminal.auditId });
+      if (kind === 'timeout') throw Errors.upstreamTimeout(undefined, { auditId: terminal.auditId });
+      if (kind === 'too_large')
+        throw Errors.upstreamBadResponse('provider response exceeds the size limit', {
+          auditId: terminal.auditId,
+        });
+      throw Errors.upstreamUnavailable(undefined, { auditId: terminal.auditId });
+    }
+
+    const contentType = res.headers['content-type'];
+    const decoded = decodeBody(res.body, contentType);
+    const filtered = filterResponseBody(decoded, contentType ?? '', policy, {
+      method: req.method,
+      path: target.pathname,
+    });
+    const terminal = event(deps, base, 'execution_completed', 'allowed', {
+      ...meta,
+      path: run.path,
+      requestAuditId: run.requestAuditId,
+      responseStatus: res.status,
+      dataSize: res.body.length,
+      durationMs: Math.round(performance.now() - started),
+    });
+    await publishEventually(deps, terminal);
+    // The body may have changed size after filtering.
+    delete res.headers['content-length'];
+    return {
+      model: 'B',
+      status: res.status,
+      headers: res.headers,
+      body: filtered,
+      auditId: terminal.auditId,
+    };
+  }
 }
 
 async function requestApproval(

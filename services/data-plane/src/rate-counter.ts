@@ -1,0 +1,80 @@
+/**
+ * Requests per agent+connection in the last hour, shared by every data-plane replica through
+ * a NATS KV entry updated with compare-and-set. The hour is kept as per-minute slots, so the
+ * window is 60 to 61 minutes: it may refuse a little early, never late.
+ *
+ * A slot is taken before the policy decides and given back when the request does not run,
+ * so two replicas racing for the last slot cannot both get it.
+ */
+import { BusConflictError, type Bus, type BusNames } from '@vlt/bus';
+
+interface Slots {
+  v: 1;
+  /** minute (epoch ms / 60 000) → requests counted in that minute */
+  m: Record<string, number>;
+}
+
+export interface Reservation {
+  /** Requests counted in the window before this one. */
+  previous: number;
+  /** Start of the oldest minute that still counts (for Retry-After). */
+  oldestAt: Date | undefined;
+  release(): Promise<void>;
+}
+
+export interface RateCounter {
+  reserve(agentId: string, connectionId: string, now: Date): Promise<Reservation>;
+}
+
+const WINDOW_MINUTES = 60;
+const MAX_ATTEMPTS = 20;
+
+function live(slots: Slots | null, minute: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, n] of Object.entries(slots?.m ?? {})) {
+    if (Number(k) > minute - WINDOW_MINUTES && n > 0) out[k] = n;
+  }
+  return out;
+}
+
+export function createRateCounter(deps: { bus: Bus; names: BusNames }): RateCounter {
+  const bucket = deps.bus.kv(deps.names.buckets.rateCounters);
+
+  async function change(key: string, minute: number, delta: 1 | -1) {
+    const kv = await bucket;
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const current = await kv.get(key);
+      const m = live((current?.value as Slots | undefined) ?? null, minute);
+      const before = { ...m };
+      const slot = String(minute);
+      m[slot] = Math.max(0, (m[slot] ?? 0) + delta);
+      try {
+        await kv.compareAndSet(key, { v: 1, m } satisfies Slots, current?.revision ?? 0);
+        return before;
+      } catch (err) {
+        if (!(err instanceof BusConflictError)) throw err;
+        // Another replica wrote first: read again.
+      }
+    }
+    throw new Error('rate counter is too contended');
+  }
+
+  return {
+    async reserve(agentId, connectionId, now) {
+      const key = `${agentId}.${connectionId}`;
+      const minute = Math.floor(now.getTime() / 60_000);
+      const before = await change(key, minute, 1);
+      const minutes = Object.keys(before).map(Number);
+      let released = false;
+      return {
+        previous: Object.values(before).reduce((a, b) => a + b, 0),
+        oldestAt: minutes.length ? new Date(Math.min(...minutes) * 60_000) : undefined,
+        async release() {
+          if (released) return;
+          released = true;
+          await change(key, minute, -1);
+        },
+      };
+    },
+  };
+}
