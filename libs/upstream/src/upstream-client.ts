@@ -7,6 +7,7 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import tls from 'node:tls';
+import type { Readable } from 'node:stream';
 import type { LookupFunction } from 'node:net';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { isBlockedAddress } from '@vlt/policy-engine';
@@ -39,7 +40,7 @@ export interface UpstreamResponse {
 export interface UpstreamStreamResponse {
   status: number;
   headers: Record<string, string>;
-  body: NodeJS.ReadableStream & AsyncIterable<Buffer>;
+  body: Readable;
 }
 
 export interface UpstreamClientOptions {
@@ -205,7 +206,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       return {
         status: res.statusCode,
         headers: flattenResponseHeaders(res.headers),
-        body: res.body as unknown as NodeJS.ReadableStream & AsyncIterable<Buffer>,
+        body: res.body as unknown as Readable,
       };
     },
     async close() {

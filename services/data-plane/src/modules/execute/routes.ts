@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from '@vlt/service-kit';
 import { ApprovalRequiredResponse, ErrorResponse, ExecuteBody, ExecuteModelBResponse } from '@vlt/contracts';
 import { Errors } from '@vlt/service-kit';
@@ -36,7 +36,11 @@ export function executeRoutes(deps: DataPlaneDeps) {
           throw Errors.badRequest('model A is not available for this connection; use model B');
         }
         const out = await executeModelB(deps, agent, req.body);
-        return 'approvalRequired' in out ? reply.status(202).send(out) : out;
+        if ('approvalRequired' in out) return reply.status(202).send(out);
+        // Streams bypass the response schema: Fastify sends them as they are.
+        if ('streamed' in out)
+          return (reply as FastifyReply).status(out.status).headers(out.headers).send(out.body);
+        return out;
       },
     );
   };

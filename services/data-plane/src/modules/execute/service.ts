@@ -15,9 +15,15 @@ import {
   type ConnectionDescriptor,
   type ExecuteModelB,
 } from '@vlt/contracts';
-import { evaluateExecution, filterResponseBody, type ExecutionDecision } from '@vlt/policy-engine';
+import {
+  createResponseFilterNodeStream,
+  evaluateExecution,
+  filterResponseBody,
+  type ExecutionDecision,
+} from '@vlt/policy-engine';
 import { AppError, Errors, uuidv7 } from '@vlt/service-kit';
-import { UpstreamError } from '@vlt/upstream';
+import { UpstreamError, type UpstreamStreamResponse } from '@vlt/upstream';
+import { PassThrough, pipeline, Transform, type Readable } from 'node:stream';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
 import type { Reservation } from '../../rate-counter.js';
@@ -48,6 +54,14 @@ export interface ExecutionResult {
   headers: Record<string, string>;
   body: unknown;
   auditId: string;
+}
+
+/** A response streamed to the agent as the provider sends it (no envelope). */
+export interface StreamedResult {
+  streamed: true;
+  status: number;
+  headers: Record<string, string>;
+  body: Readable;
 }
 
 export interface ApprovalRequired {
@@ -86,12 +100,13 @@ interface Ctx {
 
 function event(
   deps: DataPlaneDeps,
-  ctx: Pick<Ctx, 'agent'> & { connectionId: string | null },
+  ctx: Pick<Ctx, 'agent'> & { connectionId: string | null; outcome?: { recorded: boolean } },
   action: AuditAction,
   decision: AuditDecision,
   metadata: Record<string, unknown>,
 ): AuditEventMessage {
   const now = deps.now();
+  if (action !== 'execution_requested' && ctx.outcome) ctx.outcome.recorded = true;
   return {
     v: 1,
     auditId: uuidv7(now.getTime()),
@@ -134,7 +149,11 @@ function publishEventually(deps: DataPlaneDeps, e: AuditEventMessage): Promise<v
 
 async function deny(
   deps: DataPlaneDeps,
-  ctx: Pick<Ctx, 'agent'> & { connectionId: string | null },
+  ctx: Pick<Ctx, 'agent'> & {
+    connectionId: string | null;
+    requestAuditId?: string;
+    outcome?: { recorded: boolean };
+  },
   status: number,
   reason: string,
   metadata: Record<string, unknown>,
@@ -143,13 +162,10 @@ async function deny(
   const e = event(deps, ctx, status === 429 ? 'rate_limit_exceeded' : 'execution_denied', 'denied', {
     ...metadata,
     reason,
+    ...(ctx.requestAuditId && { requestAuditId: ctx.requestAuditId }),
   });
-  try {
-    await publish(deps, e);
-  } catch {
-    // A denial changes nothing upstream; answer it even when the event cannot be stored yet.
-    void publishEventually(deps, e);
-  }
+  // The request is already durably recorded; its outcome follows without holding the answer.
+  void publishEventually(deps, e);
   throw new AppError(
     status === 413 ? 'PAYLOAD_TOO_LARGE' : status === 429 ? 'RATE_LIMITED' : 'POLICY_DENIED',
     status,
@@ -197,13 +213,11 @@ export async function executeModelB(
   deps: DataPlaneDeps,
   agent: AgentPrincipal,
   req: ExecuteModelB,
-): Promise<ExecutionResult | ApprovalRequired> {
+): Promise<ExecutionResult | ApprovalRequired | StreamedResult> {
   if (!req.connectionId && !req.service) throw Errors.badRequest('connectionId or service is required');
-  if (req.stream || req.download)
-    throw Errors.badRequest('stream and download are not available for this service yet');
 
   const targetId = resolveConnection(deps, agent, req)?.id ?? req.connectionId;
-  let found;
+  let found: Awaited<ReturnType<DataPlaneDeps['caches']['policyFor']>>;
   try {
     found = targetId
       ? await deps.caches.policyFor(agent.agentId, targetId)
@@ -218,259 +232,343 @@ export async function executeModelB(
   if (conn.status === 'revoked') throw Errors.conflict('connection has been revoked');
   if (conn.status === 'needs_reauth') throw Errors.conflict('connection needs reauthentication');
 
-  const base = { agent, connectionId: conn.id };
   const meta = { model: 'B', method: req.method, provider: conn.provider, service: conn.service };
-  if (!found.policy) return deny(deps, base, 403, 'no policy allows this agent to use this connection', meta);
-
-  const policy = found.policy.runtime;
-  const input = {
-    method: req.method,
-    url: req.url,
-    query: req.query,
-    headers: req.headers,
-    body: req.body,
-    requestFullFields: req.requestFullFields,
-    context: req.context,
-  };
-  // Narrowed copies for the closure below.
-  const connection: ConnectionDescriptor = conn;
-  const policyId = found.policy.snapshot.policyId;
-  const now = deps.now();
-  // Only rate-limited policies pay for the shared counter (two KV round trips).
-  let reservation: Reservation | undefined;
-  if (policy.rateLimits) {
-    try {
-      reservation = await deps.rateCounter.reserve(agent.agentId, conn.id, now);
-    } catch {
-      throw Errors.unavailable('cannot count requests for the rate limit right now');
-    }
-  }
-  const ctxBase = {
-    now,
-    model: 'B' as const,
-    requestsInLastHour: reservation?.previous ?? 0,
-    ...(reservation?.oldestAt && { oldestRequestInWindowAt: reservation.oldestAt }),
-    ssrfAllowCidrs: deps.config.ssrfAllowCidrs,
-  };
-  // Set just before the provider is called: from then on the request counts, whatever happens.
-  let sent = false;
+  // Every call that names a usable connection is recorded before anything is decided, so the
+  // audit log holds one execution_requested and exactly one terminal event per call (ADR 0004).
+  // Durable before the provider can be reached: no record, no call (fail closed).
+  const requested = event(deps, { agent, connectionId: conn.id }, 'execution_requested', 'allowed', {
+    ...meta,
+    url: redactedUrl(req.url),
+  });
   try {
-    const out = await decideAndRun();
-    if (!sent) await reservation?.release();
+    await publish(deps, requested);
+  } catch {
+    throw Errors.unavailable('cannot record the request; not executed');
+  }
+  // Narrowed copies for the closures below.
+  const usable: ConnectionDescriptor = conn;
+  const foundPolicy = found.policy;
+  const base = {
+    agent,
+    connectionId: conn.id,
+    requestAuditId: requested.auditId,
+    outcome: { recorded: false },
+  };
+  // Whatever happens from here, the call ends with exactly one terminal event.
+  try {
+    const out = await runRecorded();
+    if ('approvalRequired' in out) {
+      void publishEventually(
+        deps,
+        event(deps, base, 'execution_denied', 'denied', {
+          ...meta,
+          reason: 'step-up approval required',
+          approvalRequestId: out.approvalRequestId,
+          requestAuditId: requested.auditId,
+        }),
+      );
+    }
     return out;
   } catch (err) {
-    // A request that never reached the provider (denied, 429, awaiting approval) gives its slot back.
-    if (reservation && !sent) await reservation.release().catch(() => undefined);
+    if (!base.outcome.recorded) {
+      const client = err instanceof AppError && err.statusCode < 500;
+      void publishEventually(
+        deps,
+        event(deps, base, client ? 'execution_denied' : 'execution_error', 'denied', {
+          ...meta,
+          requestAuditId: requested.auditId,
+          error: err instanceof AppError ? err.code : 'INTERNAL',
+          ...(client && { reason: (err as AppError).message }),
+        }),
+      );
+    }
     throw err;
   }
 
-  async function decideAndRun(): Promise<ExecutionResult | ApprovalRequired> {
-    let ctx: Parameters<typeof evaluateExecution>[2] = ctxBase;
-    let decision: ExecutionDecision = evaluateExecution(input, policy, ctx);
-    if (decision.outcome === 'needs_resolution') {
-      let addresses: string[];
+  async function runRecorded(): Promise<ExecutionResult | ApprovalRequired | StreamedResult> {
+    if (!foundPolicy)
+      return deny(deps, base, 403, 'no policy allows this agent to use this connection', meta);
+
+    const policy = foundPolicy.runtime;
+    const input = {
+      method: req.method,
+      url: req.url,
+      query: req.query,
+      headers: req.headers,
+      body: req.body,
+      requestFullFields: req.requestFullFields,
+      context: req.context,
+    };
+    const connection = usable;
+    const policyId = foundPolicy.snapshot.policyId;
+    const now = deps.now();
+    // Only rate-limited policies pay for the shared counter (two KV round trips).
+    let reservation: Reservation | undefined;
+    if (policy.rateLimits) {
       try {
-        addresses = await deps.upstream.resolve(decision.host);
+        reservation = await deps.rateCounter.reserve(agent.agentId, usable.id, now);
       } catch {
-        return deny(deps, base, 403, 'destination host cannot be resolved', meta);
+        throw Errors.unavailable('cannot count requests for the rate limit right now');
       }
-      ctx = { ...ctxBase, resolvedAddresses: addresses };
-      decision = evaluateExecution(input, policy, ctx);
+    }
+    const ctxBase = {
+      now,
+      model: 'B' as const,
+      requestsInLastHour: reservation?.previous ?? 0,
+      ...(reservation?.oldestAt && { oldestRequestInWindowAt: reservation.oldestAt }),
+      ssrfAllowCidrs: deps.config.ssrfAllowCidrs,
+    };
+    // Set just before the provider is called: from then on the request counts, whatever happens.
+    let sent = false;
+    try {
+      const out = await decideAndRun();
+      if (!sent) await reservation?.release();
+      return out;
+    } catch (err) {
+      // A request that never reached the provider (denied, 429, awaiting approval) gives its slot back.
+      if (reservation && !sent) await reservation.release().catch(() => undefined);
+      throw err;
     }
 
-    if (decision.outcome === 'require_approval') {
-      const fingerprint = decision.fingerprint;
-      if (!req.approvalId) return requestApproval(deps, agent, connection.id, policyId, req, decision);
-      // Evaluate as if approved first: the approval is consumed only when the request will run.
-      const approved = evaluateExecution(input, policy, {
-        ...ctx,
-        approval: { status: 'approved', fingerprintMatches: true },
-      });
-      if (approved.outcome === 'allow') {
-        let redeemed;
+    async function decideAndRun(): Promise<ExecutionResult | ApprovalRequired | StreamedResult> {
+      let ctx: Parameters<typeof evaluateExecution>[2] = ctxBase;
+      let decision: ExecutionDecision = evaluateExecution(input, policy, ctx);
+      if (decision.outcome === 'needs_resolution') {
+        let addresses: string[];
         try {
-          redeemed = ApprovalRedeemResponse.parse(
-            await deps.bus.request(
-              deps.names.rpc.approvalsRedeem,
-              {
-                v: 1,
-                approvalId: req.approvalId,
-                workspaceId: agent.workspaceId,
-                agentId: agent.agentId,
-                connectionId: connection.id,
-                fingerprint,
-              },
-              { timeoutMs: 3_000 },
-            ),
-          );
-        } catch (err) {
-          if (err instanceof BusError) throw Errors.unavailable('cannot verify the approval right now');
-          throw err;
+          addresses = await deps.upstream.resolve(decision.host);
+        } catch {
+          return deny(deps, base, 403, 'destination host cannot be resolved', meta);
         }
-        if (!redeemed.ok) {
-          const refusal = REDEEM_REFUSALS[redeemed.code]!;
-          return deny(deps, base, refusal.status, refusal.message, {
+        ctx = { ...ctxBase, resolvedAddresses: addresses };
+        decision = evaluateExecution(input, policy, ctx);
+      }
+
+      if (decision.outcome === 'require_approval') {
+        const fingerprint = decision.fingerprint;
+        if (!req.approvalId) return requestApproval(deps, agent, connection.id, policyId, req, decision);
+        // Evaluate as if approved first: the approval is consumed only when the request will run.
+        const approved = evaluateExecution(input, policy, {
+          ...ctx,
+          approval: { status: 'approved', fingerprintMatches: true },
+        });
+        if (approved.outcome === 'allow') {
+          let redeemed;
+          try {
+            redeemed = ApprovalRedeemResponse.parse(
+              await deps.bus.request(
+                deps.names.rpc.approvalsRedeem,
+                {
+                  v: 1,
+                  approvalId: req.approvalId,
+                  workspaceId: agent.workspaceId,
+                  agentId: agent.agentId,
+                  connectionId: connection.id,
+                  fingerprint,
+                },
+                { timeoutMs: 3_000 },
+              ),
+            );
+          } catch (err) {
+            if (err instanceof BusError) throw Errors.unavailable('cannot verify the approval right now');
+            throw err;
+          }
+          if (!redeemed.ok) {
+            const refusal = REDEEM_REFUSALS[redeemed.code]!;
+            return deny(deps, base, refusal.status, refusal.message, {
+              ...meta,
+              step: 'step_up',
+              approvalRequestId: req.approvalId,
+            });
+          }
+        }
+        decision = approved;
+      }
+
+      switch (decision.outcome) {
+        case 'bad_request':
+          throw Errors.badRequest(decision.reason);
+        case 'deny':
+          return deny(
+            deps,
+            base,
+            decision.status,
+            decision.reason,
+            { ...meta, step: decision.step, ...decision.audit },
+            decision.retryAfter,
+          );
+        case 'require_approval':
+          return deny(deps, base, 403, `step-up approval required: ${decision.reason}`, {
             ...meta,
             step: 'step_up',
-            approvalRequestId: req.approvalId,
           });
-        }
+        case 'needs_resolution':
+          return deny(deps, base, 403, 'destination could not be verified', meta);
+        case 'allow':
+          break;
       }
-      decision = approved;
-    }
 
-    switch (decision.outcome) {
-      case 'bad_request':
-        throw Errors.badRequest(decision.reason);
-      case 'deny':
-        return deny(
-          deps,
-          base,
-          decision.status,
-          decision.reason,
-          { ...meta, step: decision.step, ...decision.audit },
-          decision.retryAfter,
-        );
-      case 'require_approval':
-        return deny(deps, base, 403, `step-up approval required: ${decision.reason}`, {
+      const target = new URL(decision.target.href);
+      // The issue tracker's base URL comes from the connection: nothing else may be reached with its credentials.
+      if (connection.baseUrl && target.origin !== new URL(connection.baseUrl).origin) {
+        return deny(deps, base, 403, 'url is outside the connection site', {
           ...meta,
-          step: 'step_up',
+          path: target.pathname,
         });
-      case 'needs_resolution':
-        return deny(deps, base, 403, 'destination could not be verified', meta);
-      case 'allow':
-        break;
-    }
+      }
 
-    const target = new URL(decision.target.href);
-    // The issue tracker's base URL comes from the connection: nothing else may be reached with its credentials.
-    if (connection.baseUrl && target.origin !== new URL(connection.baseUrl).origin) {
-      return deny(deps, base, 403, 'url is outside the connection site', { ...meta, path: target.pathname });
-    }
+      const run: Ctx = {
+        agent,
+        connection,
+        method: req.method,
+        path: target.pathname,
+        requestAuditId: '',
+      };
+      run.requestAuditId = requested.auditId;
 
-    const run: Ctx = {
-      agent,
-      connection,
-      method: req.method,
-      path: target.pathname,
-      requestAuditId: '',
-    };
-    const requested = event(deps, base, 'execution_requested', 'allowed', {
-      ...meta,
-      path: target.pathname,
-      host: target.host,
-    });
-    run.requestAuditId = requested.auditId;
-    try {
-      await publish(deps, requested);
-    } catch {
-      // Fail closed: no provider call without a durable record of it.
-      throw Errors.unavailable('cannot record the request; not executed');
-    }
-
-    let creds;
-    try {
-      creds = await deps.credentials.get({
-        workspaceId: agent.workspaceId,
-        agentId: agent.agentId,
-        connectionId: connection.id,
-      });
-    } catch {
-      await publishEventually(
-        deps,
-        event(deps, base, 'execution_error', 'denied', {
+      let creds;
+      try {
+        creds = await deps.credentials.get({
+          workspaceId: agent.workspaceId,
+          agentId: agent.agentId,
+          connectionId: connection.id,
+        });
+      } catch {
+        void publishEventually(
+          deps,
+          event(deps, base, 'execution_error', 'denied', {
+            ...meta,
+            path: run.path,
+            requestAuditId: run.requestAuditId,
+            error: 'credentials unavailable',
+          }),
+        );
+        throw Errors.unavailable('credentials are unavailable right now');
+      }
+      if (!creds.ok) {
+        const terminal = event(deps, base, 'execution_denied', 'denied', {
           ...meta,
           path: run.path,
           requestAuditId: run.requestAuditId,
-          error: 'credentials unavailable',
-        }),
-      );
-      throw Errors.unavailable('credentials are unavailable right now');
-    }
-    if (!creds.ok) {
-      const terminal = event(deps, base, 'execution_denied', 'denied', {
-        ...meta,
-        path: run.path,
-        requestAuditId: run.requestAuditId,
-        reason: creds.code,
-      });
-      await publishEventually(deps, terminal);
-      if (creds.code === 'revoked')
-        throw Errors.conflict('connection has been revoked', { auditId: terminal.auditId });
-      if (creds.code === 'needs_reauth')
-        throw Errors.conflict('connection needs reauthentication', { auditId: terminal.auditId });
-      throw Errors.policyDenied('no policy allows this agent to use this connection', {
-        auditId: terminal.auditId,
-      });
-    }
-
-    // Send exactly what the policy engine judged: its canonical URL, headers and body.
-    const headers: Record<string, string> = { ...decision.target.headers };
-    const body = decision.target.body;
-    if (body !== undefined && typeof req.body !== 'string' && !('content-type' in headers)) {
-      headers['content-type'] = 'application/json';
-    }
-    const c = creds.credentials;
-    headers.authorization =
-      c.type === 'basic'
-        ? `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`
-        : `Bearer ${c.token}`;
-    headers.accept ??= 'application/json';
-
-    sent = true;
-    const started = performance.now();
-    let res;
-    try {
-      res = await deps.upstream.request({
-        url: target,
-        method: req.method,
-        headers,
-        body,
-        maxResponseBytes: policy.limits?.maxResponseSizeBytes ?? 10 * 1024 * 1024,
-      });
-    } catch (err) {
-      const kind = err instanceof UpstreamError ? err.kind : 'unavailable';
-      const terminal = event(deps, base, 'execution_error', 'denied', {
-        ...meta,
-        path: run.path,
-        requestAuditId: run.requestAuditId,
-        error: kind,
-      });
-      await publishEventually(deps, terminal);
-      if (kind === 'ssrf_blocked')
-        throw Errors.policyDenied('destination address is not allowed', { auditId: terminal.auditId });
-      if (kind === 'timeout') throw Errors.upstreamTimeout(undefined, { auditId: terminal.auditId });
-      if (kind === 'too_large')
-        throw Errors.upstreamBadResponse('provider response exceeds the size limit', {
+          reason: creds.code,
+        });
+        void publishEventually(deps, terminal);
+        if (creds.code === 'revoked')
+          throw Errors.conflict('connection has been revoked', { auditId: terminal.auditId });
+        if (creds.code === 'needs_reauth')
+          throw Errors.conflict('connection needs reauthentication', { auditId: terminal.auditId });
+        throw Errors.policyDenied('no policy allows this agent to use this connection', {
           auditId: terminal.auditId,
         });
-      throw Errors.upstreamUnavailable(undefined, { auditId: terminal.auditId });
-    }
+      }
 
-    const contentType = res.headers['content-type'];
-    const decoded = decodeBody(res.body, contentType);
-    const filtered = filterResponseBody(decoded, contentType ?? '', policy, {
-      method: req.method,
-      path: target.pathname,
-    });
-    const terminal = event(deps, base, 'execution_completed', 'allowed', {
-      ...meta,
-      path: run.path,
-      requestAuditId: run.requestAuditId,
-      responseStatus: res.status,
-      dataSize: res.body.length,
-      durationMs: Math.round(performance.now() - started),
-    });
-    await publishEventually(deps, terminal);
-    // The body may have changed size after filtering.
-    delete res.headers['content-length'];
-    return {
-      model: 'B',
-      status: res.status,
-      headers: res.headers,
-      body: filtered,
-      auditId: terminal.auditId,
-    };
+      // Send exactly what the policy engine judged: its canonical URL, headers and body.
+      const headers: Record<string, string> = { ...decision.target.headers };
+      const body = decision.target.body;
+      if (body !== undefined && typeof req.body !== 'string' && !('content-type' in headers)) {
+        headers['content-type'] = 'application/json';
+      }
+      const c = creds.credentials;
+      headers.authorization =
+        c.type === 'basic'
+          ? `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`
+          : `Bearer ${c.token}`;
+      headers.accept ??= 'application/json';
+
+      sent = true;
+      const started = performance.now();
+      const maxResponseBytes = policy.limits?.maxResponseSizeBytes ?? 10 * 1024 * 1024;
+      const failed = async (err: unknown): Promise<never> => {
+        const kind = err instanceof UpstreamError ? err.kind : 'unavailable';
+        const terminal = event(deps, base, 'execution_error', 'denied', {
+          ...meta,
+          path: run.path,
+          requestAuditId: run.requestAuditId,
+          error: kind,
+        });
+        void publishEventually(deps, terminal);
+        const extra = { auditId: terminal.auditId };
+        if (kind === 'ssrf_blocked') throw Errors.policyDenied('destination address is not allowed', extra);
+        if (kind === 'timeout') throw Errors.upstreamTimeout(undefined, extra);
+        if (kind === 'too_large')
+          throw Errors.upstreamBadResponse('provider response exceeds the size limit', extra);
+        throw Errors.upstreamUnavailable(undefined, extra);
+      };
+
+      if (req.stream || req.download) {
+        let streamed;
+        try {
+          streamed = await deps.upstream.stream({ url: target, method: req.method, headers, body });
+        } catch (err) {
+          return failed(err);
+        }
+        // Spec: a non-2xx answer is returned as a buffered error body, in the usual envelope.
+        if (streamed.status >= 200 && streamed.status < 300) {
+          return streamResponse(deps, {
+            upstream: streamed,
+            filter: req.download
+              ? null
+              : createResponseFilterNodeStream(streamed.headers['content-type'], policy, {
+                  method: req.method,
+                  path: target.pathname,
+                }),
+            download: req.download === true,
+            maxResponseBytes,
+            started,
+            onEnd: (metadata, action) =>
+              publishEventually(
+                deps,
+                event(deps, base, action, action === 'execution_completed' ? 'allowed' : 'denied', {
+                  ...meta,
+                  path: run.path,
+                  requestAuditId: run.requestAuditId,
+                  stream: true,
+                  ...metadata,
+                }),
+              ),
+          });
+        }
+        streamed.body.destroy();
+      }
+
+      let res;
+      try {
+        res = await deps.upstream.request({
+          url: target,
+          method: req.method,
+          headers,
+          body,
+          maxResponseBytes,
+        });
+      } catch (err) {
+        return failed(err);
+      }
+
+      const contentType = res.headers['content-type'];
+      const decoded = decodeBody(res.body, contentType);
+      const filtered = filterResponseBody(decoded, contentType ?? '', policy, {
+        method: req.method,
+        path: target.pathname,
+      });
+      const terminal = event(deps, base, 'execution_completed', 'allowed', {
+        ...meta,
+        path: run.path,
+        requestAuditId: run.requestAuditId,
+        responseStatus: res.status,
+        dataSize: res.body.length,
+        durationMs: Math.round(performance.now() - started),
+      });
+      void publishEventually(deps, terminal);
+      // The body may have changed size after filtering.
+      delete res.headers['content-length'];
+      return {
+        model: 'B',
+        status: res.status,
+        headers: res.headers,
+        body: filtered,
+        auditId: terminal.auditId,
+      };
+    }
   }
 }
 
@@ -522,4 +620,90 @@ async function requestApproval(
     expiresAt: created.expiresAt,
     auditId: created.auditId,
   };
+}
+
+/**
+ * Pipes the provider's body to the agent through the policy's response filter (per SSE event,
+ * NDJSON line or text chunk), counting bytes against maxResponseSizeBytes, and records exactly
+ * one terminal event when the stream ends, fails or is cut short.
+ */
+function streamResponse(
+  deps: DataPlaneDeps,
+  o: {
+    upstream: UpstreamStreamResponse;
+    filter: Transform | null;
+    download: boolean;
+    maxResponseBytes: number;
+    started: number;
+    onEnd: (
+      metadata: Record<string, unknown>,
+      action: 'execution_completed' | 'execution_error',
+    ) => Promise<void>;
+  },
+): StreamedResult {
+  let bytes = 0;
+  let settled = false;
+  const settle = (action: 'execution_completed' | 'execution_error', metadata: Record<string, unknown>) => {
+    if (settled) return;
+    settled = true;
+    void o.onEnd(
+      {
+        responseStatus: o.upstream.status,
+        dataSize: bytes,
+        durationMs: Math.round(performance.now() - o.started),
+        ...metadata,
+      },
+      action,
+    );
+  };
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      bytes += chunk.length;
+      if (bytes > o.maxResponseBytes) {
+        settle('execution_error', { error: 'too_large' });
+        cb(new Error('provider response exceeds the size limit'));
+        return;
+      }
+      cb(null, chunk);
+    },
+  });
+  const source = o.upstream.body;
+  const out = new PassThrough();
+  const done = (err: NodeJS.ErrnoException | null) => {
+    if (!err) return settle('execution_completed', {});
+    settle('execution_error', {
+      error: err.message === 'provider response exceeds the size limit' ? 'too_large' : 'stream_interrupted',
+    });
+  };
+  if (o.filter) pipeline(source, counter, o.filter, out, done);
+  else pipeline(source, counter, out, done);
+  // The agent hung up: stop reading from the provider.
+  out.on('close', () => {
+    if (!settled) {
+      source.destroy();
+      settle('execution_error', { error: 'client_closed' });
+    }
+  });
+  const headers: Record<string, string> = {};
+  for (const name of ['content-type', 'content-disposition', 'content-language', 'etag', 'last-modified']) {
+    const v = o.upstream.headers[name];
+    if (v) headers[name] = v;
+  }
+  if (o.download && o.upstream.headers['content-length'])
+    headers['content-length'] = o.upstream.headers['content-length'];
+  headers['cache-control'] = 'no-cache';
+  // Proxies in front of us must not hold back a live event stream.
+  headers['x-accel-buffering'] = 'no';
+  return { streamed: true, status: o.upstream.status, headers, body: out };
+}
+
+/** The requested URL for the audit trail, with query values dropped (they may carry data). */
+function redactedUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    const keys = [...new Set([...u.searchParams.keys()])];
+    return `${u.origin}${u.pathname}${keys.length ? `?${keys.map((k) => `${encodeURIComponent(k)}=`).join('&')}` : ''}`;
+  } catch {
+    return '(unparseable)';
+  }
 }
