@@ -13,6 +13,7 @@ import { openDatabase } from '@vlt/db';
 import { startNotifier } from '@vlt/notifier';
 import { createServiceApp, type App } from '@vlt/service-kit';
 import type { FastifyBaseLogger } from 'fastify';
+import pg from 'pg';
 
 export interface AllInOne {
   app: App;
@@ -35,6 +36,9 @@ export async function startAllInOne(
       'VLT_MASTER_KEY is not set: using a development master key kept in the data dir (never do this in production)',
     );
   }
+  // The in-process bus lives in this process only: a second such gateway on the same database
+  // would publish this one's outbox to its own bus (and the other way round). Refuse it.
+  const exclusive = config.databaseUrl && !config.natsUrl ? await claimDatabase(config.databaseUrl) : null;
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, migrate: true });
   const names = busNames(config.natsPrefix);
   const bus = await createBus({ natsUrl: config.natsUrl, names, logger });
@@ -72,6 +76,20 @@ export async function startAllInOne(
       await audit.stop();
       await bus.close();
       await db.close();
+      await exclusive?.end();
     },
   };
+}
+
+async function claimDatabase(databaseUrl: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(7311002) AS ok');
+  if (!rows[0]?.ok) {
+    await client.end();
+    throw new Error(
+      'another all-in-one gateway with an in-process bus already uses this database; set NATS_URL to run several',
+    );
+  }
+  return client;
 }

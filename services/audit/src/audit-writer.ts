@@ -49,6 +49,10 @@ export function auditHandler(deps: { prisma: PrismaClient; logger: FastifyBaseLo
   };
 }
 
+/**
+ * An insert takes milliseconds, so 5 s of ack wait covers a full prefetch batch while letting
+ * events caught in flight by a crash come back quickly.
+ */
 export function startAuditWriter(deps: {
   bus: Bus;
   names: BusNames;
@@ -60,7 +64,7 @@ export function startAuditWriter(deps: {
       durable: deps.names.durable.audit,
       filterSubject: deps.names.eventsWildcard,
       maxDeliver: 100,
-      ackWaitMs: 30_000,
+      ackWaitMs: 5_000,
     },
     auditHandler(deps),
   );

@@ -80,7 +80,7 @@ async function resolvePrincipal(deps: ControlPlaneDeps, req: FastifyRequest): Pr
     if (!membership) throw Errors.unauthorized('invalid API key');
     const roleScopes = scopesForRole(membership.role as Role);
     // A PAT never carries more than its owner's role allows today, whatever it was created with.
-    const scopes = pat.scopes.length ? roleScopes.filter((s) => pat.scopes.includes(s)) : roleScopes;
+    const scopes = roleScopes.filter((s) => pat.scopes.includes(s));
     return {
       kind: 'user',
       userId: pat.userId,

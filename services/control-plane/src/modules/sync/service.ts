@@ -98,6 +98,10 @@ export async function resyncCaches(deps: ControlPlaneDeps): Promise<void> {
 
   await prisma.$transaction(
     async (tx) => {
+      // Writers of these tables wait while the snapshot is taken, and every change that
+      // committed before it is in it: no outbox row of a concurrent revocation can be numbered
+      // before this resync's puts and then be overwritten by a stale one.
+      await tx.$executeRawUnsafe('LOCK TABLE agent_access_tokens, policies, connections IN SHARE MODE');
       const now = deps.now();
       const [tokens, policies, connections] = await Promise.all([
         tx.agentAccessToken.findMany({ where: { expiresAt: { gt: now }, agent: { status: 'active' } } }),

@@ -1,11 +1,11 @@
 import { generateToken, hashToken } from '@vlt/crypto';
 import { Errors } from '@vlt/service-kit';
-import { scopesForRole, type Role } from '@vlt/contracts';
+import type { Role, Scope } from '@vlt/contracts';
 import type { ControlPlaneDeps } from '../../deps.js';
 import { enqueueOutbox } from '../../infra/outbox.js';
 import { auditEvent } from '../agents/service.js';
 
-type Caller = { userId: string; workspaceId: string; roles: Role[] };
+type Caller = { userId: string; workspaceId: string; roles: Role[]; scopes: Scope[] };
 
 function view(t: { id: string; name: string; expiresAt: Date; createdAt: Date }, now: Date) {
   return {
@@ -22,9 +22,13 @@ export async function createPat(
   caller: Caller,
   input: { name: string; expiresInDays: number; scopes?: string[] | undefined },
 ) {
-  const allowed = caller.roles.flatMap((r) => scopesForRole(r));
-  const unknown = (input.scopes ?? []).filter((s) => !allowed.includes(s as never));
-  if (unknown.length) throw Errors.badRequest(`scopes not available to your role: ${unknown.join(', ')}`);
+  // A token never mints a stronger one: the new PAT gets at most the presenting credential's
+  // scopes (a narrowed PAT or exchanged JWT stays narrowed), and they are stored explicitly.
+  const allowed = caller.scopes;
+  const unknown = (input.scopes ?? []).filter((s) => !allowed.includes(s as Scope));
+  if (unknown.length)
+    throw Errors.badRequest(`scopes not available to this credential: ${unknown.join(', ')}`);
+  const scopes = input.scopes?.length ? allowed.filter((s) => input.scopes!.includes(s)) : [...allowed];
   const plainToken = generateToken('vltp_');
   const now = deps.now();
   const event = auditEvent(deps, {
@@ -43,7 +47,7 @@ export async function createPat(
         workspaceId: caller.workspaceId,
         name: input.name,
         tokenHash: hashToken(plainToken),
-        scopes: input.scopes ?? [],
+        scopes,
         expiresAt: new Date(now.getTime() + input.expiresInDays * 86_400_000),
       },
     });
