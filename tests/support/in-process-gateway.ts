@@ -11,6 +11,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { loadConfig } from '@vlt/config';
 import { startAllInOne } from '@vlt/all-in-one';
+import { createRunDatabase } from './run-database.js';
 import { realServices } from './services.js';
 
 export interface InProcessGateway {
@@ -42,9 +43,17 @@ export async function startInProcessGateway(
     VLT_DATA_DIR: dataDir,
     VLT_MASTER_KEY: randomBytes(32).toString('base64'),
     VLT_NATS_PREFIX: `${realServices.busPrefix()}${randomBytes(3).toString('hex')}`,
-    ...(realServices.hasPostgres() ? { DATABASE_URL: realServices.databaseUrl() } : {}),
     ...env,
   };
+  // Its own database: gateways with in-process buses must never share an outbox.
+  let dropDatabase: (() => Promise<void>) | undefined;
+  if (realServices.hasPostgres() && !env.DATABASE_URL) {
+    const admin = new URL(realServices.databaseUrl());
+    admin.pathname = '/postgres';
+    const db = await createRunDatabase(admin.toString(), `vlt_gw_${randomBytes(6).toString('hex')}`);
+    base.DATABASE_URL = db.url;
+    dropDatabase = db.drop;
+  }
   // The audience and issuer must be the URL clients use, known only after listen: reserve a port first.
   const net = await import('node:net');
   const port = await new Promise<number>((resolve) => {
@@ -63,6 +72,7 @@ export async function startInProcessGateway(
     logs,
     async close() {
       await gw.close();
+      await dropDatabase?.();
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

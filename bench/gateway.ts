@@ -1,0 +1,395 @@
+/**
+ * Gateway overhead benchmark: `pnpm tsx bench/gateway.ts` (bounded to about 90 s).
+ *
+ * The same upstream call (GET /rest/api/3/myself on a local HTTPS issue-tracker mock) made
+ *   direct       – the load generator calls the upstream itself with undici,
+ *   passthrough  – through a bare Fastify + undici proxy (this file, `--role=passthrough`) that
+ *                  does the minimum a gateway must: parse the JSON request, inject Basic
+ *                  credentials, call upstream, wrap the answer in the Model B envelope,
+ *   gateway      – through the real data plane: the all-in-one process, set up over the API,
+ *                  `POST /v1/vault/execute` with an agent token (full pipeline incl. audit),
+ * in interleaved rounds (direct, passthrough, gateway, direct, …) so drift and noise hit all
+ * three alike, at concurrency 1 and at saturation. Upstream and both proxies run in their own
+ * processes so no mode shares an event loop with the load generator.
+ *
+ * Reference targets: ≤ 1 ms added p50 at concurrency 1, ≥ 0.85 × passthrough throughput at
+ * saturation. This prints; it never fails on numbers.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Agent, Pool, request } from 'undici';
+
+const THIS_FILE = fileURLToPath(import.meta.url);
+const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 1_500);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const SATURATION = Number(process.env.BENCH_SATURATION ?? 32);
+const HARD_LIMIT_MS = 90_000;
+/** `all-in-one` (default, needs nothing) or `split` (`--shape=split`: real PostgreSQL and NATS). */
+const SHAPE = process.argv.includes('--shape=split') ? 'split' : 'all-in-one';
+const ACCOUNT = { email: 'bench@tracker.test', apiToken: `itk_${randomBytes(12).toString('hex')}` };
+const BASIC = `Basic ${Buffer.from(`${ACCOUNT.email}:${ACCOUNT.apiToken}`).toString('base64')}`;
+
+// ---------------------------------------------------------------------------------------------
+// Child roles
+
+async function runUpstream() {
+  const { startMockIssueTracker } = await import('../tests/support/mock-issue-tracker.js');
+  const mock = await startMockIssueTracker({
+    ...ACCOUNT,
+    apiToken: process.env.BENCH_API_TOKEN!,
+    tls: { key: process.env.BENCH_TLS_KEY!, cert: process.env.BENCH_TLS_CERT! },
+    record: false,
+  });
+  console.log(JSON.stringify({ port: mock.port }));
+}
+
+async function runPassthrough() {
+  const { default: Fastify } = await import('fastify');
+  const basic = process.env.BENCH_BASIC!;
+  // Trusts the test CA through NODE_EXTRA_CA_CERTS, like the data plane.
+  const upstream = new Agent({ keepAliveTimeout: 30_000 });
+  const app = Fastify({ logger: false });
+  const stripped = new Set(['authorization', 'cookie', 'host']);
+  app.post('/execute', async (req) => {
+    const b = req.body as {
+      method: string;
+      url: string;
+      headers?: Record<string, string>;
+      query?: Record<string, string>;
+      body?: unknown;
+    };
+    const url = new URL(b.url);
+    for (const [k, v] of Object.entries(b.query ?? {})) url.searchParams.set(k, v);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(b.headers ?? {})) if (!stripped.has(k.toLowerCase())) headers[k] = v;
+    headers.authorization = basic;
+    let body: string | undefined;
+    if (b.body !== undefined) {
+      body = typeof b.body === 'string' ? b.body : JSON.stringify(b.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await request(url, { method: b.method as 'GET', headers, body, dispatcher: upstream });
+    const text = await res.body.text();
+    const json = /json/.test(String(res.headers['content-type'] ?? ''));
+    return {
+      model: 'B',
+      status: res.statusCode,
+      headers: res.headers,
+      body: json && text ? JSON.parse(text) : text,
+    };
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const addr = app.server.address();
+  console.log(JSON.stringify({ port: typeof addr === 'object' && addr ? addr.port : 0 }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generation
+
+type Mode = 'direct' | 'passthrough' | 'gateway';
+
+interface Target {
+  mode: Mode;
+  pool: Pool;
+  send(pool: Pool): Promise<number>;
+}
+
+interface Sample {
+  latenciesNs: bigint[];
+  ok: number;
+  errors: number;
+  elapsedMs: number;
+}
+
+async function round(target: Target, concurrency: number, ms: number, sample: Sample) {
+  const until = performance.now() + ms;
+  const started = performance.now();
+  const worker = async () => {
+    while (performance.now() < until) {
+      const t0 = process.hrtime.bigint();
+      try {
+        const status = await target.send(target.pool);
+        if (status === 200) {
+          sample.ok++;
+          sample.latenciesNs.push(process.hrtime.bigint() - t0);
+        } else sample.errors++;
+      } catch {
+        sample.errors++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  sample.elapsedMs += performance.now() - started;
+}
+
+function percentile(sorted: bigint[], p: number): number {
+  if (!sorted.length) return NaN;
+  const i = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
+  return Number(sorted[Math.max(0, i)]!) / 1e6;
+}
+
+function summarize(sample: Sample) {
+  const sorted = [...sample.latenciesNs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return {
+    requests: sample.ok,
+    errors: sample.errors,
+    rps: sample.ok / (sample.elapsedMs / 1000),
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+  };
+}
+
+/** Starts this file in another role and reads the port it prints. */
+function startRole(
+  role: string,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', THIS_FILE, `--role=${role}`], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    const rl = createInterface({ input: child.stdout! });
+    rl.once('line', (line) => resolve({ child, port: (JSON.parse(line) as { port: number }).port }));
+    child.once('exit', (code) => reject(new Error(`${role} exited with ${code}`)));
+  });
+}
+
+async function main() {
+  const started = Date.now();
+  const children: ChildProcess[] = [];
+  const cleanup: (() => Promise<unknown>)[] = [];
+  const watchdog = setTimeout(() => {
+    console.error(`bench exceeded ${HARD_LIMIT_MS / 1000} s; stopping`);
+    for (const c of children) c.kill('SIGKILL');
+    process.exit(2);
+  }, HARD_LIMIT_MS);
+  watchdog.unref();
+
+  const { createTestPki } = await import('../tests/support/test-pki.js');
+  const { ProcessGroup, freePort } = await import('../tests/support/processes.js');
+  const api = await import('../tests/support/api-client.js');
+  const pki = await createTestPki();
+  cleanup.push(() => pki.dispose());
+  const group = new ProcessGroup();
+  cleanup.unshift(() => group.stopAll());
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'vlt-bench-'));
+  cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+
+  try {
+    const upstream = await startRole('upstream', {
+      BENCH_TLS_KEY: pki.key,
+      BENCH_TLS_CERT: pki.cert,
+      BENCH_API_TOKEN: ACCOUNT.apiToken,
+    });
+    children.push(upstream.child);
+    const passthrough = await startRole('passthrough', {
+      BENCH_BASIC: BASIC,
+      NODE_EXTRA_CA_CERTS: pki.caPath,
+    });
+    children.push(passthrough.child);
+    const upstreamBase = `https://127.0.0.1:${upstream.port}`;
+
+    const port = await freePort();
+    const publicBaseUrl = `http://127.0.0.1:${port}`;
+    const common = {
+      HOST: '127.0.0.1',
+      PUBLIC_BASE_URL: publicBaseUrl,
+      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32',
+      NODE_EXTRA_CA_CERTS: pki.caPath,
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    };
+    const masterKey = randomBytes(32).toString('base64');
+    let adminBase: string;
+    let gatewayBase: string;
+    if (SHAPE === 'split') {
+      // Production shape: control plane, one data plane and the audit writer over real PostgreSQL and NATS.
+      const { createRunDatabase } = await import('../tests/support/run-database.js');
+      const runId = randomBytes(4).toString('hex');
+      const db = await createRunDatabase(
+        process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
+        `vlt_bench_${runId}`,
+      );
+      cleanup.push(db.drop);
+      const bus = {
+        ...common,
+        NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+        VLT_NATS_PREFIX: `bench${runId}`,
+      };
+      const cp = await group.start('control-plane', {
+        port,
+        env: { ...bus, DATABASE_URL: db.url, VLT_MASTER_KEY: masterKey },
+      });
+      const [dp] = await Promise.all([
+        group.start('data-plane', { env: bus }),
+        group.start('audit', { env: { ...bus, DATABASE_URL: db.url } }),
+      ]);
+      adminBase = cp.baseUrl;
+      gatewayBase = dp!.baseUrl;
+    } else {
+      const aio = await group.start('all-in-one', {
+        port,
+        env: { ...common, VLT_DATA_DIR: dataDir, VLT_MASTER_KEY: masterKey },
+      });
+      adminBase = aio.baseUrl;
+      gatewayBase = aio.baseUrl;
+    }
+    const { user } = await api.signUp(
+      adminBase,
+      `bench-${Date.now()}@e2e.test`,
+      `pw-${randomBytes(8).toString('hex')}`,
+    );
+    const admin = api.bearerAdmin(adminBase, (await api.apiJwt(adminBase, user.session)).token);
+    const { agent, token } = await api.enrolAgent(admin, publicBaseUrl, 'bench-agent');
+    const conn = await api.createIssueTrackerConnection(admin, { siteUrl: upstreamBase, ...ACCOUNT });
+    const policy = await api.createPolicy(admin, agent.id, conn.connection.id);
+    api.expectStatus(
+      await api.putAllowlists(admin, policy.policy.id, [
+        { baseUrl: upstreamBase, methods: ['GET'], pathPatterns: ['/rest/api/3/myself'] },
+      ]),
+      200,
+    );
+    const setupMs = Date.now() - started;
+
+    const upstreamUrl = `${upstreamBase}/rest/api/3/myself`;
+    const envelopeBody = JSON.stringify({
+      model: 'B',
+      connectionId: conn.connection.id,
+      method: 'GET',
+      url: upstreamUrl,
+    });
+    const readJson = async (res: Awaited<ReturnType<Pool['request']>>) => {
+      JSON.parse(await res.body.text());
+      return res.statusCode;
+    };
+    const pools: Pool[] = [];
+    const pool = (origin: string, tls = false) => {
+      const p = new Pool(origin, { connections: SATURATION, ...(tls ? { connect: { ca: pki.caPem } } : {}) });
+      pools.push(p);
+      return p;
+    };
+    const targets: Target[] = [
+      {
+        mode: 'direct',
+        pool: pool(upstreamBase, true),
+        send: async (p) =>
+          readJson(
+            await p.request({ method: 'GET', path: '/rest/api/3/myself', headers: { authorization: BASIC } }),
+          ),
+      },
+      {
+        mode: 'passthrough',
+        pool: pool(`http://127.0.0.1:${passthrough.port}`),
+        send: async (p) =>
+          readJson(
+            await p.request({
+              method: 'POST',
+              path: '/execute',
+              headers: { 'content-type': 'application/json' },
+              body: JSON.stringify({ method: 'GET', url: upstreamUrl }),
+            }),
+          ),
+      },
+      {
+        mode: 'gateway',
+        pool: pool(gatewayBase),
+        send: async (p) =>
+          readJson(
+            await p.request({
+              method: 'POST',
+              path: '/v1/vault/execute',
+              headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+              body: envelopeBody,
+            }),
+          ),
+      },
+    ];
+    cleanup.unshift(() => Promise.all(pools.map((p) => p.close())));
+
+    // Sanity: each path answers 200 before anything is measured.
+    for (const t of targets) {
+      const status = await t.send(t.pool);
+      if (status !== 200) throw new Error(`${t.mode} answered ${status} on the first call`);
+    }
+    // Warm-up (JIT, connection pools, caches); not recorded.
+    for (const t of targets) await round(t, 8, 700, { latenciesNs: [], ok: 0, errors: 0, elapsedMs: 0 });
+
+    // CPU the vault processes burn during each mode's rounds: their own load, and any backlog
+    // (audit writes) that would otherwise silently tax the other modes' rounds.
+    const aioCpu = new Map<string, number>();
+    const cpuSeconds = async () => {
+      let total = 0;
+      for (const p of group.processes) {
+        const stat = p.pid ? await readFile(`/proc/${p.pid}/stat`, 'utf8').catch(() => '') : '';
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        if (fields.length > 12) total += (Number(fields[11]) + Number(fields[12])) / 100;
+      }
+      return total;
+    };
+    const results = new Map<string, Sample>();
+    for (const concurrency of [1, SATURATION]) {
+      for (let r = 0; r < ROUNDS; r++) {
+        for (const t of targets) {
+          const key = `${t.mode}@${concurrency}`;
+          const sample = results.get(key) ?? { latenciesNs: [], ok: 0, errors: 0, elapsedMs: 0 };
+          results.set(key, sample);
+          const cpu0 = await cpuSeconds();
+          await round(t, concurrency, ROUND_MS, sample);
+          aioCpu.set(key, (aioCpu.get(key) ?? 0) + (await cpuSeconds()) - cpu0);
+          // Let asynchronous work of the previous mode (audit writes) settle before the next one.
+          await new Promise((res) => setTimeout(res, 150));
+        }
+      }
+    }
+
+    const rows = [...results].map(([key, sample]) => {
+      const [mode, c] = key.split('@') as [Mode, string];
+      return {
+        mode,
+        concurrency: Number(c),
+        aioCpu: (100 * (aioCpu.get(key) ?? 0)) / (sample.elapsedMs / 1000),
+        ...summarize(sample),
+      };
+    });
+    const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-');
+    console.log(
+      `\nGateway benchmark (${SHAPE} shape): ${ROUNDS} interleaved rounds of ${ROUND_MS} ms per mode and concurrency; setup ${(setupMs / 1000).toFixed(1)} s; node ${process.version}`,
+    );
+    console.log('mode         conc   requests    req/s   p50 ms   p99 ms  errors  vault-processes CPU %');
+    for (const r of rows) {
+      console.log(
+        `${r.mode.padEnd(12)} ${String(r.concurrency).padStart(4)} ${String(r.requests).padStart(10)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50).padStart(8)} ${fmt(r.p99).padStart(8)} ${String(r.errors).padStart(7)} ${fmt(r.aioCpu, 0).padStart(8)}`,
+      );
+    }
+    const get = (mode: Mode, c: number) => rows.find((r) => r.mode === mode && r.concurrency === c)!;
+    const g1 = get('gateway', 1);
+    const gS = get('gateway', SATURATION);
+    for (const base of ['direct', 'passthrough'] as const) {
+      const b1 = get(base, 1);
+      const bS = get(base, SATURATION);
+      console.log(
+        `gateway vs ${base.padEnd(11)}: p50 added at c=1 ${fmt(g1.p50 - b1.p50)} ms (p99 ${fmt(g1.p99 - b1.p99)} ms); throughput ratio at c=${SATURATION} ${fmt(gS.rps / bS.rps)}`,
+      );
+    }
+    const p = get('passthrough', 1);
+    const pS = get('passthrough', SATURATION);
+    console.log(
+      `targets: added p50 vs passthrough ≤ 1 ms → ${g1.p50 - p.p50 <= 1 ? 'met' : 'NOT met'}; throughput ≥ 0.85 × passthrough → ${gS.rps / pS.rps >= 0.85 ? 'met' : 'NOT met'}`,
+    );
+    console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  } finally {
+    for (const c of children) c.kill('SIGTERM');
+    for (const fn of cleanup) await fn().catch(() => undefined);
+    clearTimeout(watchdog);
+  }
+}
+
+const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length) ?? 'main';
+if (role === 'upstream') await runUpstream();
+else if (role === 'passthrough') await runPassthrough();
+else await main();
