@@ -22,7 +22,7 @@ import {
   type ExecutionDecision,
 } from '@vlt/policy-engine';
 import { AppError, Errors, uuidv7 } from '@vlt/service-kit';
-import { UpstreamError, type UpstreamStreamResponse } from '@vlt/upstream';
+import { UpstreamError, type UpstreamResponse, type UpstreamStreamResponse } from '@vlt/upstream';
 import { PassThrough, pipeline, Transform, type Readable } from 'node:stream';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
@@ -495,6 +495,7 @@ export async function executeModelB(
         throw Errors.upstreamUnavailable(undefined, extra);
       };
 
+      let bufferedError: UpstreamResponse | undefined;
       if (req.stream || req.download) {
         let streamed;
         try {
@@ -528,20 +529,33 @@ export async function executeModelB(
               ),
           });
         }
-        streamed.body.destroy();
+        // The provider already answered: buffer that answer, never ask a second time.
+        try {
+          bufferedError = {
+            status: streamed.status,
+            headers: streamed.headers,
+            body: await readCapped(streamed.body, maxResponseBytes),
+          };
+        } catch (err) {
+          return failed(err);
+        }
       }
 
-      let res;
-      try {
-        res = await deps.upstream.request({
-          url: target,
-          method: req.method,
-          headers,
-          body,
-          maxResponseBytes,
-        });
-      } catch (err) {
-        return failed(err);
+      let res: UpstreamResponse;
+      if (bufferedError) {
+        res = bufferedError;
+      } else {
+        try {
+          res = await deps.upstream.request({
+            url: target,
+            method: req.method,
+            headers,
+            body,
+            maxResponseBytes,
+          });
+        } catch (err) {
+          return failed(err);
+        }
       }
 
       const contentType = res.headers['content-type'];
@@ -668,6 +682,9 @@ function streamResponse(
     },
   });
   const source = o.upstream.body;
+  // Destroying the provider body after the pipeline settled (size limit, agent gone) makes
+  // undici emit an abort error with no listener left: absorb it, the outcome is recorded.
+  source.on('error', () => undefined);
   const out = new PassThrough();
   const done = (err: NodeJS.ErrnoException | null) => {
     if (!err) return settle('execution_completed', {});
@@ -706,4 +723,18 @@ function redactedUrl(raw: string): string {
   } catch {
     return '(unparseable)';
   }
+}
+
+async function readCapped(body: Readable, max: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += (chunk as Buffer).length;
+    if (size > max) {
+      body.destroy();
+      throw new UpstreamError('too_large', 'provider response exceeds the size limit');
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
 }

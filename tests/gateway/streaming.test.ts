@@ -1,0 +1,196 @@
+/**
+ * stream: true and download: true on Model B — the provider body reaches the agent as it is
+ * produced, filtered per SSE event by the policy's response rules (also when a value to redact
+ * is split across network chunks), with the size limit enforced and one terminal audit row.
+ */
+import https from 'node:https';
+import type { ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import {
+  apiJwt,
+  bearerAdmin,
+  createIssueTrackerConnection,
+  createPolicy,
+  enrolAgent,
+  http,
+  pollAudit,
+  putAllowlists,
+  signUp,
+  type Admin,
+} from '../support/api-client.js';
+import { startInProcessGateway, type InProcessGateway } from '../support/in-process-gateway.js';
+import { createTestPki, type TestPki } from '../support/test-pki.js';
+
+const creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toString('hex')}` };
+const BINARY = randomBytes(4096);
+const hits = new Map<string, number>();
+let pki: TestPki;
+let upstream: https.Server;
+let site: string;
+let gw: InProcessGateway;
+let admin: Admin;
+let token: string;
+let agentId: string;
+let connectionId: string;
+let policyId: string;
+
+/** SSE where one e-mail address is cut in the middle by the chunk boundary. */
+async function writeSse(res: ServerResponse) {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  const events = [
+    'data: {"text":"contact alice@example.com today"}\n\n',
+    'data: {"text":"second: bob@exam',
+    'ple.org end"}\n\n',
+    'data: plain text carol@example.net\n\n',
+  ];
+  for (const e of events) {
+    res.write(e);
+    await new Promise((r) => setTimeout(r, 15));
+  }
+  res.end();
+}
+
+beforeAll(async () => {
+  pki = await createTestPki();
+  const expected = `Basic ${Buffer.from(`${creds.email}:${creds.apiToken}`).toString('base64')}`;
+  upstream = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
+    hits.set(req.url ?? '', (hits.get(req.url ?? '') ?? 0) + 1);
+    if (req.headers.authorization !== expected) return res.writeHead(401).end();
+    if (req.url === '/rest/api/3/myself') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(JSON.stringify({ accountId: 'a1', displayName: 'Bot' }));
+    }
+    if (req.url === '/rest/api/3/events') return void writeSse(res);
+    if (req.url === '/rest/api/3/attachment/1') {
+      res.writeHead(200, {
+        'content-type': 'application/octet-stream',
+        'content-length': String(BINARY.length),
+      });
+      return res.end(BINARY);
+    }
+    if (req.url === '/rest/api/3/big') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      return res.end('x'.repeat(200_000));
+    }
+    res.writeHead(500, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ errorMessages: ['boom'] }));
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  site = `https://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  gw = await startInProcessGateway({ VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32' }, { upstreamCa: [pki.caPem] });
+  const { user } = await signUp(
+    gw.baseUrl,
+    `stream-${randomBytes(4).toString('hex')}@gw.test`,
+    'correct horse battery',
+  );
+  admin = bearerAdmin(gw.baseUrl, (await apiJwt(gw.baseUrl, user.session)).token);
+  const enrolled = await enrolAgent(admin, gw.baseUrl, 'streamer');
+  token = enrolled.token;
+  agentId = enrolled.agent.id;
+  connectionId = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds })).connection.id;
+  policyId = (await createPolicy(admin, agentId, connectionId, { allowedModels: ['B'] })).policy.id;
+  expect(
+    (
+      await putAllowlists(admin, policyId, [
+        { baseUrl: site, methods: ['GET'], pathPatterns: ['/rest/api/3/*'] },
+      ])
+    ).status,
+  ).toBe(200);
+  const rules = await http('PUT', `${gw.baseUrl}/v1/policies/${policyId}/rules`, {
+    headers: admin.headers,
+    json: {
+      rules: {
+        request: [],
+        response: [{ label: 'no e-mail', match: {}, filter: { redact: [{ type: 'email' }] } }],
+      },
+    },
+  });
+  expect(rules.status, rules.text).toBe(200);
+});
+afterAll(async () => {
+  await gw?.close();
+  upstream?.closeAllConnections();
+  await new Promise((r) => upstream?.close(r));
+  await pki?.dispose();
+});
+
+function call(body: Record<string, unknown>) {
+  return request(`${gw.baseUrl}/v1/vault/execute`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'B', connectionId, method: 'GET', ...body }),
+  });
+}
+
+describe('stream: true', () => {
+  it('relays SSE without an envelope, redacting every e-mail even when split across chunks', async () => {
+    const res = await call({ url: `${site}/rest/api/3/events`, stream: true });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toContain('text/event-stream');
+    const text = await res.body.text();
+    expect(text).not.toMatch(/alice@|bob@|carol@|example\.(com|org|net)/);
+    const data = text.split('\n').filter((l) => l.startsWith('data:'));
+    expect(data).toHaveLength(3);
+    expect(JSON.parse(data[0]!.slice(5)).text).toMatch(/^contact \S+ today$/);
+    expect(JSON.parse(data[1]!.slice(5)).text).toMatch(/^second: \S+ end$/);
+    const rows = await pollAudit(
+      admin,
+      { agentId, action: 'execution_completed' },
+      (e) => e.some((x) => x.metadata.stream === true),
+      10_000,
+    );
+    const row = rows.find((x) => x.metadata.stream === true)!;
+    expect(row.metadata.responseStatus).toBe(200);
+    expect(row.metadata.dataSize).toBeGreaterThan(0);
+  });
+
+  it('returns a non-2xx provider answer buffered, in the usual envelope', async () => {
+    const res = await call({ url: `${site}/rest/api/3/nope`, stream: true });
+    expect(res.statusCode).toBe(200);
+    // The provider was asked once: the error is the streamed answer, buffered, not a second call.
+    expect(hits.get('/rest/api/3/nope')).toBe(1);
+    const body = (await res.body.json()) as { model: string; status: number; body: unknown };
+    expect(body.model).toBe('B');
+    expect(body.status).toBe(500);
+    expect(body.body).toEqual({ errorMessages: ['boom'] });
+  });
+
+  it('cuts the stream at maxResponseSizeBytes and records the error', async () => {
+    const limits = await http('PUT', `${gw.baseUrl}/v1/policies/${policyId}/rate-limits`, {
+      headers: admin.headers,
+      json: { rateLimits: { maxRequestsPerHour: 1000, maxResponseSizeBytes: 50_000 } },
+    });
+    expect(limits.status).toBe(200);
+    const res = await call({ url: `${site}/rest/api/3/big`, stream: true });
+    let received = 0;
+    await expect(
+      (async () => {
+        for await (const chunk of res.body) received += (chunk as Buffer).length;
+      })(),
+    ).rejects.toThrow();
+    expect(received).toBeLessThanOrEqual(50_000 + 65_536);
+    const rows = await pollAudit(
+      admin,
+      { agentId, action: 'execution_error' },
+      (e) => e.some((x) => x.metadata.error === 'too_large'),
+      10_000,
+    );
+    expect(rows.some((x) => x.metadata.stream === true)).toBe(true);
+    await http('PUT', `${gw.baseUrl}/v1/policies/${policyId}/rate-limits`, {
+      headers: admin.headers,
+      json: { rateLimits: null },
+    });
+  });
+});
+
+describe('download: true', () => {
+  it('returns the raw bytes untouched, with no envelope', async () => {
+    const res = await call({ url: `${site}/rest/api/3/attachment/1`, download: true });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('application/octet-stream');
+    expect(Buffer.from(await res.body.arrayBuffer()).equals(BINARY)).toBe(true);
+  });
+});
