@@ -93,6 +93,17 @@ describe('startTelemetry', () => {
     await app.close();
     upstream.close();
 
+    // A server span ends when the response has been flushed, which under load can be a moment
+    // after the client already holds the body: wait for it (bounded) instead of racing it.
+    await vi.waitFor(
+      () => {
+        const done = exporter.getFinishedSpans();
+        expect(
+          done.some((s) => s.kind === SpanKind.SERVER && s.instrumentationScope.name.includes('http')),
+        ).toBe(true);
+      },
+      { timeout: 5_000, interval: 20 },
+    );
     const spans = exporter.getFinishedSpans();
     const server = spans.find(
       (s) => s.kind === SpanKind.SERVER && s.instrumentationScope.name.includes('http'),
