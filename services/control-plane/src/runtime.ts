@@ -67,6 +67,7 @@ export async function createControlPlaneRuntime(opts: {
   };
   const handles: { stop(): Promise<void> }[] = [];
   let expiryTimer: NodeJS.Timeout | undefined;
+  let keyTimer: NodeJS.Timeout | undefined;
   return {
     deps,
     async start() {
@@ -81,9 +82,17 @@ export async function createControlPlaneRuntime(opts: {
         );
       }, 10_000);
       expiryTimer.unref();
+      // Pick up keys rotated by another replica or the rotation command, and drop retired ones.
+      keyTimer = setInterval(() => {
+        signingKeys
+          .reload()
+          .catch((err: Error) => logger.warn({ err: err.message }, 'signing key reload failed'));
+      }, 60_000);
+      keyTimer.unref();
     },
     async stop() {
       if (expiryTimer) clearInterval(expiryTimer);
+      if (keyTimer) clearInterval(keyTimer);
       for (const h of handles) await h.stop();
       await outbox.stop();
       await upstream.close();

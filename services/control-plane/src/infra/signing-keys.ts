@@ -149,8 +149,9 @@ export async function createSigningKeys(deps: {
         token,
         async (header) => {
           let key = keys.find((k) => k.kid === header.kid);
-          // Another replica may have rotated: reload at most every 10 s on an unknown kid.
-          if (!key && Date.now() - lastReload > 10_000) {
+          // Another replica may have rotated: reload on an unknown kid, at most once a second
+          // (bounded database load from forged kids, and no long window of refusals).
+          if (!key && Date.now() - lastReload > 1_000) {
             await load();
             key = keys.find((k) => k.kid === header.kid);
           }
