@@ -16,6 +16,21 @@ export type OutboxItem =
 
 type Tx = Prisma.TransactionClient;
 
+/** A data-plane cache update, delivered in commit order with the change that implies it. */
+export const kvPut = (bucket: string, key: string, value: unknown): OutboxItem => ({
+  kind: 'kv',
+  bucket,
+  key,
+  op: 'put',
+  value,
+});
+export const kvDelete = (bucket: string, key: string): OutboxItem => ({
+  kind: 'kv',
+  bucket,
+  key,
+  op: 'delete',
+});
+
 export async function enqueueOutbox(tx: Tx, names: BusNames, items: OutboxItem[]): Promise<void> {
   if (items.length === 0) return;
   // One multi-row INSERT: the sequence column numbers rows in the order given.

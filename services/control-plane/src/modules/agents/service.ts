@@ -6,7 +6,7 @@ import type { AgentTokenRecord, AuditEventMessage } from '@vlt/contracts';
 import type { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
 import { uuidv7 } from '@vlt/service-kit';
-import { enqueueOutbox, type OutboxItem } from '../../infra/outbox.js';
+import { enqueueOutbox, kvDelete, kvPut, type OutboxItem } from '../../infra/outbox.js';
 
 /** Assertions may be at most this long-lived, and `iat` at most this far in the future. */
 const MAX_ASSERTION_LIFETIME_S = 60;
@@ -97,12 +97,7 @@ export async function getAgent(deps: ControlPlaneDeps, workspaceId: string, id: 
 async function revokeAllTokens(tx: Prisma.TransactionClient, deps: ControlPlaneDeps, agentId: string) {
   const tokens = await tx.agentAccessToken.findMany({ where: { agentId }, select: { tokenHash: true } });
   await tx.agentAccessToken.deleteMany({ where: { agentId } });
-  const items: OutboxItem[] = tokens.map((t) => ({
-    kind: 'kv',
-    bucket: deps.names.buckets.agentTokens,
-    key: t.tokenHash,
-    op: 'delete',
-  }));
+  const items: OutboxItem[] = tokens.map((t) => kvDelete(deps.names.buckets.agentTokens, t.tokenHash));
   return { count: tokens.length, items };
 }
 
@@ -231,16 +226,8 @@ export async function issueAgentToken(deps: ControlPlaneDeps, assertion: string)
       await tx.agentAccessToken.create({
         data: { agentId, workspaceId: agent.workspaceId, tokenHash, expiresAt },
       });
-      const record: AgentTokenRecord = {
-        v: 1,
-        tokenHash,
-        agentId,
-        workspaceId: agent.workspaceId,
-        expiresAt: expiresAt.getTime(),
-      };
-      await enqueueOutbox(tx, deps.names, [
-        { kind: 'kv', bucket: deps.names.buckets.agentTokens, key: tokenHash, op: 'put', value: record },
-      ]);
+      const record = agentTokenRecord({ tokenHash, agentId, workspaceId: agent.workspaceId, expiresAt });
+      await enqueueOutbox(tx, deps.names, [kvPut(deps.names.buckets.agentTokens, tokenHash, record)]);
     });
   } catch (err) {
     if ((err as { code?: string }).code === 'P2002') throw fail(); // replayed jti
@@ -324,12 +311,7 @@ export async function deleteAgent(
     await tx.agent.delete({ where: { id } });
     await enqueueOutbox(tx, deps.names, [
       ...revoked.items,
-      ...policies.map((p): OutboxItem => ({
-        kind: 'kv',
-        bucket: deps.names.buckets.policies,
-        key: p.id,
-        op: 'delete',
-      })),
+      ...policies.map((p): OutboxItem => kvDelete(deps.names.buckets.policies, p.id)),
       {
         kind: 'event',
         event: {
@@ -420,4 +402,20 @@ export async function enableAgent(
   });
   await deps.outbox.settle();
   return { success: true as const, status };
+}
+
+/** What data planes cache for a token: its hash, owner and expiry, never the token. */
+export function agentTokenRecord(t: {
+  tokenHash: string;
+  agentId: string;
+  workspaceId: string;
+  expiresAt: Date;
+}): AgentTokenRecord {
+  return {
+    v: 1,
+    tokenHash: t.tokenHash,
+    agentId: t.agentId,
+    workspaceId: t.workspaceId,
+    expiresAt: t.expiresAt.getTime(),
+  };
 }

@@ -53,12 +53,17 @@ function view(e: Prisma.AuditEventGetPayload<object>): AuditEventView {
 
 const ORDER: Prisma.AuditEventOrderByWithRelationInput[] = [{ timestamp: 'desc' }, { auditId: 'desc' }];
 
-async function cursorWhere(deps: ControlPlaneDeps, cursor: string): Promise<Prisma.AuditEventWhereInput> {
-  const at = await deps.prisma.auditEvent.findUnique({ where: { auditId: cursor } });
-  if (!at) throw Errors.badRequest('invalid cursor');
+/** Events after `at` in the listing order (newest first): the page boundary for cursors. */
+function olderThan(at: { timestamp: Date; auditId: string }): Prisma.AuditEventWhereInput {
   return {
     OR: [{ timestamp: { lt: at.timestamp } }, { timestamp: at.timestamp, auditId: { lt: at.auditId } }],
   };
+}
+
+async function cursorWhere(deps: ControlPlaneDeps, cursor: string): Promise<Prisma.AuditEventWhereInput> {
+  const at = await deps.prisma.auditEvent.findUnique({ where: { auditId: cursor } });
+  if (!at) throw Errors.badRequest('invalid cursor');
+  return olderThan(at);
 }
 
 export async function listAudit(
@@ -85,19 +90,7 @@ export async function* exportAudit(
   const base = await scopeWhere(deps, caller, f);
   let cursor: Prisma.AuditEventGetPayload<object> | null = null;
   for (;;) {
-    const where: Prisma.AuditEventWhereInput = cursor
-      ? {
-          AND: [
-            base,
-            {
-              OR: [
-                { timestamp: { lt: cursor.timestamp } },
-                { timestamp: cursor.timestamp, auditId: { lt: cursor.auditId } },
-              ],
-            },
-          ],
-        }
-      : base;
+    const where: Prisma.AuditEventWhereInput = cursor ? { AND: [base, olderThan(cursor)] } : base;
     const rows = await deps.prisma.auditEvent.findMany({ where, orderBy: ORDER, take: 1000 });
     for (const r of rows) yield view(r);
     if (rows.length < 1000) return;

@@ -5,7 +5,7 @@ import { UpstreamError } from '@vlt/upstream';
 import type { ConnectionDescriptor, CredentialsResponse, ProviderCredentials } from '@vlt/contracts';
 import { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { enqueueOutbox } from '../../infra/outbox.js';
+import { enqueueOutbox, kvPut } from '../../infra/outbox.js';
 import { auditEvent } from '../agents/service.js';
 
 const credentialAad = (connectionId: string) => `connection:${connectionId}`;
@@ -123,13 +123,7 @@ export async function createIssueTrackerConnection(
       },
     });
     await enqueueOutbox(tx, deps.names, [
-      {
-        kind: 'kv',
-        bucket: deps.names.buckets.connections,
-        key: id,
-        op: 'put',
-        value: connectionDescriptor(row),
-      },
+      kvPut(deps.names.buckets.connections, id, connectionDescriptor(row)),
       { kind: 'event', event },
     ]);
     return row;
@@ -233,13 +227,7 @@ export async function revokeConnection(
       data: { status: 'revoked', credentials: Prisma.DbNull, revokedAt: deps.now() },
     });
     await enqueueOutbox(tx, deps.names, [
-      {
-        kind: 'kv',
-        bucket: deps.names.buckets.connections,
-        key: id,
-        op: 'put',
-        value: connectionDescriptor(updated),
-      },
+      kvPut(deps.names.buckets.connections, id, connectionDescriptor(updated)),
       { kind: 'event', event },
     ]);
     return updated;
@@ -262,13 +250,7 @@ export async function relabelConnection(
   const row = await deps.prisma.$transaction(async (tx) => {
     const updated = await tx.connection.update({ where: { id }, data: { label } });
     await enqueueOutbox(tx, deps.names, [
-      {
-        kind: 'kv',
-        bucket: deps.names.buckets.connections,
-        key: id,
-        op: 'put',
-        value: connectionDescriptor(updated),
-      },
+      kvPut(deps.names.buckets.connections, id, connectionDescriptor(updated)),
     ]);
     return updated;
   });

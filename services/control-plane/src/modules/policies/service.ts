@@ -3,7 +3,7 @@ import { Errors } from '@vlt/service-kit';
 import type { AllowlistEntry, AuditAction, PolicyDocument, PolicySnapshot, PolicyView } from '@vlt/contracts';
 import { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { enqueueOutbox } from '../../infra/outbox.js';
+import { enqueueOutbox, kvDelete, kvPut } from '../../infra/outbox.js';
 import { auditEvent } from '../agents/service.js';
 
 type PolicyRow = Prisma.PolicyGetPayload<object>;
@@ -151,13 +151,7 @@ export async function createPolicy(
       },
     });
     await enqueueOutbox(tx, deps.names, [
-      {
-        kind: 'kv',
-        bucket: deps.names.buckets.policies,
-        key: row.id,
-        op: 'put',
-        value: policySnapshot(row, connection),
-      },
+      kvPut(deps.names.buckets.policies, row.id, policySnapshot(row, connection)),
       { kind: 'event', event },
     ]);
     return { row, auditId: event.auditId };
@@ -201,7 +195,7 @@ export async function updatePolicy(
       metadata: { policyId: row.id, changed: part, version: row.version },
     });
     await enqueueOutbox(tx, deps.names, [
-      { kind: 'kv', bucket: deps.names.buckets.policies, key: row.id, op: 'put', value: snapshot },
+      kvPut(deps.names.buckets.policies, row.id, snapshot),
       { kind: 'event', event },
     ]);
     return { row, auditId: event.auditId };
@@ -263,7 +257,7 @@ export async function deletePolicy(
   await deps.prisma.$transaction(async (tx) => {
     await tx.policy.delete({ where: { id } });
     await enqueueOutbox(tx, deps.names, [
-      { kind: 'kv', bucket: deps.names.buckets.policies, key: id, op: 'delete' },
+      kvDelete(deps.names.buckets.policies, id),
       { kind: 'event', event },
     ]);
   });

@@ -12,7 +12,8 @@ import {
 } from '@vlt/contracts';
 import type { ReplyHandle } from '@vlt/bus';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { enqueueOutbox, type OutboxItem } from '../../infra/outbox.js';
+import { enqueueOutbox, kvDelete, kvPut, type OutboxItem } from '../../infra/outbox.js';
+import { agentTokenRecord } from '../agents/service.js';
 import { createApproval, redeemApproval } from '../approvals/service.js';
 import { connectionDescriptor, resolveCredentialsForDataPlane } from '../connections/service.js';
 import { policySnapshot } from '../policies/service.js';
@@ -26,13 +27,7 @@ export async function lookupAgentToken(
     include: { agent: { select: { status: true } } },
   });
   if (!rec || rec.agent.status !== 'active' || rec.expiresAt <= deps.now()) return null;
-  return {
-    v: 1,
-    tokenHash,
-    agentId: rec.agentId,
-    workspaceId: rec.workspaceId,
-    expiresAt: rec.expiresAt.getTime(),
-  };
+  return agentTokenRecord(rec);
 }
 
 export async function lookupPolicy(deps: ControlPlaneDeps, agentId: string, connectionId: string) {
@@ -112,43 +107,19 @@ export async function resyncCaches(deps: ControlPlaneDeps): Promise<void> {
       const keep = new Map<string, Set<string>>(buckets.map((b) => [b, new Set<string>()]));
       for (const t of tokens) {
         keep.get(names.buckets.agentTokens)!.add(t.tokenHash);
-        items.push({
-          kind: 'kv',
-          bucket: names.buckets.agentTokens,
-          key: t.tokenHash,
-          op: 'put',
-          value: {
-            v: 1,
-            tokenHash: t.tokenHash,
-            agentId: t.agentId,
-            workspaceId: t.workspaceId,
-            expiresAt: t.expiresAt.getTime(),
-          },
-        });
+        items.push(kvPut(names.buckets.agentTokens, t.tokenHash, agentTokenRecord(t)));
       }
       for (const p of policies) {
         keep.get(names.buckets.policies)!.add(p.id);
-        items.push({
-          kind: 'kv',
-          bucket: names.buckets.policies,
-          key: p.id,
-          op: 'put',
-          value: policySnapshot(p, p.connection),
-        });
+        items.push(kvPut(names.buckets.policies, p.id, policySnapshot(p, p.connection)));
       }
       for (const c of connections) {
         keep.get(names.buckets.connections)!.add(c.id);
-        items.push({
-          kind: 'kv',
-          bucket: names.buckets.connections,
-          key: c.id,
-          op: 'put',
-          value: connectionDescriptor(c),
-        });
+        items.push(kvPut(names.buckets.connections, c.id, connectionDescriptor(c)));
       }
       for (const b of buckets) {
         for (const key of present.get(b)!) {
-          if (!keep.get(b)!.has(key)) items.push({ kind: 'kv', bucket: b, key, op: 'delete' });
+          if (!keep.get(b)!.has(key)) items.push(kvDelete(b, key));
         }
       }
       await enqueueOutbox(tx, names, items);

@@ -16,6 +16,7 @@ import {
   type ExecuteModelB,
 } from '@vlt/contracts';
 import {
+  sanitizeRequestHeaders,
   createResponseFilterNodeStream,
   evaluateExecution,
   filterResponseBody,
@@ -27,26 +28,6 @@ import { PassThrough, pipeline, Transform, type Readable } from 'node:stream';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
 import type { Reservation } from '../../rate-counter.js';
-
-// Never forwarded from the agent: credentials, routing and hop-by-hop headers.
-const STRIPPED_REQUEST_HEADERS = new Set([
-  'authorization',
-  'cookie',
-  'host',
-  'proxy-authorization',
-  'connection',
-  'keep-alive',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'content-length',
-  'forwarded',
-  'x-forwarded-for',
-  'x-forwarded-host',
-  'x-forwarded-proto',
-  'x-real-ip',
-]);
 
 export interface ExecutionResult {
   model: 'B';
@@ -80,14 +61,26 @@ const REDEEM_REFUSALS: Record<string, { status: number; message: string }> = {
   mismatch: { status: 403, message: 'approval was granted for a different request' },
 };
 
-function sanitisedHeaders(headers: Record<string, string> | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(headers ?? {})) {
-    const key = k.toLowerCase();
-    if (!STRIPPED_REQUEST_HEADERS.has(key) && !key.startsWith('x-vlt-') && !key.startsWith('proxy-'))
-      out[key] = v;
+/** Request headers as the reviewer of an approval sees them: what would be forwarded. */
+function forwardedHeaders(headers: Record<string, string> | undefined): Record<string, string> {
+  const out = sanitizeRequestHeaders(headers);
+  return out.ok ? out.headers : {};
+}
+
+/** Request/reply to the control plane; when it cannot answer, the call fails closed with 503. */
+async function ask<T>(
+  deps: DataPlaneDeps,
+  subject: string,
+  payload: unknown,
+  schema: { parse(v: unknown): T },
+  unavailable: string,
+): Promise<T> {
+  try {
+    return schema.parse(await deps.bus.request(subject, payload, { timeoutMs: 3_000 }));
+  } catch (err) {
+    if (err instanceof BusError) throw Errors.unavailable(unavailable);
+    throw err;
   }
-  return out;
 }
 
 interface Ctx {
@@ -353,26 +346,20 @@ export async function executeModelB(
           approval: { status: 'approved', fingerprintMatches: true },
         });
         if (approved.outcome === 'allow') {
-          let redeemed;
-          try {
-            redeemed = ApprovalRedeemResponse.parse(
-              await deps.bus.request(
-                deps.names.rpc.approvalsRedeem,
-                {
-                  v: 1,
-                  approvalId: req.approvalId,
-                  workspaceId: agent.workspaceId,
-                  agentId: agent.agentId,
-                  connectionId: connection.id,
-                  fingerprint,
-                },
-                { timeoutMs: 3_000 },
-              ),
-            );
-          } catch (err) {
-            if (err instanceof BusError) throw Errors.unavailable('cannot verify the approval right now');
-            throw err;
-          }
+          const redeemed = await ask(
+            deps,
+            deps.names.rpc.approvalsRedeem,
+            {
+              v: 1,
+              approvalId: req.approvalId,
+              workspaceId: agent.workspaceId,
+              agentId: agent.agentId,
+              connectionId: connection.id,
+              fingerprint,
+            },
+            ApprovalRedeemResponse,
+            'cannot verify the approval right now',
+          );
           if (!redeemed.ok) {
             const refusal = REDEEM_REFUSALS[redeemed.code]!;
             return deny(deps, base, refusal.status, refusal.message, {
@@ -594,36 +581,30 @@ async function requestApproval(
   req: ExecuteModelB,
   decision: Extract<ExecutionDecision, { outcome: 'require_approval' }>,
 ): Promise<ApprovalRequired> {
-  let created;
-  try {
-    created = ApprovalCreateResponse.parse(
-      await deps.bus.request(
-        deps.names.rpc.approvalsCreate,
-        {
-          v: 1,
-          workspaceId: agent.workspaceId,
-          agentId: agent.agentId,
-          connectionId,
-          policyId,
-          fingerprint: decision.fingerprint,
-          reason: decision.reason,
-          requestDetails: {
-            method: req.method,
-            url: req.url,
-            query: req.query ?? {},
-            headers: sanitisedHeaders(req.headers),
-            body: req.body ?? null,
-            requestFullFields: req.requestFullFields ?? false,
-            ...(req.context && { context: req.context }),
-          },
-        },
-        { timeoutMs: 3_000 },
-      ),
-    );
-  } catch (err) {
-    if (err instanceof BusError) throw Errors.unavailable('cannot create the approval request right now');
-    throw err;
-  }
+  const created = await ask(
+    deps,
+    deps.names.rpc.approvalsCreate,
+    {
+      v: 1,
+      workspaceId: agent.workspaceId,
+      agentId: agent.agentId,
+      connectionId,
+      policyId,
+      fingerprint: decision.fingerprint,
+      reason: decision.reason,
+      requestDetails: {
+        method: req.method,
+        url: req.url,
+        query: req.query ?? {},
+        headers: forwardedHeaders(req.headers),
+        body: req.body ?? null,
+        requestFullFields: req.requestFullFields ?? false,
+        ...(req.context && { context: req.context }),
+      },
+    },
+    ApprovalCreateResponse,
+    'cannot create the approval request right now',
+  );
   if (!created.ok) {
     if (created.code === 'revoked') throw Errors.conflict('connection has been revoked');
     throw Errors.policyDenied('no policy allows this agent to use this connection');
