@@ -409,9 +409,8 @@ export async function executeModelB(
         connection,
         method: req.method,
         path: target.pathname,
-        requestAuditId: '',
+        requestAuditId: requested.auditId,
       };
-      run.requestAuditId = requested.auditId;
 
       let creds;
       try {
