@@ -64,6 +64,12 @@ export interface StreamDecoder {
 }
 
 export interface TextCodec {
+  /**
+   * True when every byte < 0x80 decodes to that same character (in order) and every run of
+   * bytes >= 0x80 to one or more characters >= U+0080. The stream filters' raw fast path
+   * (raw-json.ts) reads structure from bytes only for such codecs.
+   */
+  readonly asciiTransparent?: boolean;
   decode(bytes: Uint8Array): string;
   encode(text: string): Uint8Array;
   streamDecoder(): StreamDecoder;
@@ -74,6 +80,9 @@ const utf8Encoder = new TextEncoder();
 const utf8Decoder = new TextDecoder('utf-8', { ignoreBOM: true });
 
 export const UTF8_CODEC: TextCodec = {
+  // The WHATWG decoder re-reads an ASCII byte that interrupts a sequence and emits U+FFFD for
+  // the broken sequence, so ASCII bytes always come through as themselves.
+  asciiTransparent: true,
   // ignoreBOM keeps a leading BOM in the text, so a re-encoded body keeps it too.
   decode: (bytes) => utf8Decoder.decode(bytes),
   encode: (text) => utf8Encoder.encode(text),
@@ -88,6 +97,7 @@ function latin1Decode(bytes: Uint8Array): string {
 }
 
 const BYTEWISE: TextCodec = {
+  asciiTransparent: true,
   decode: latin1Decode,
   // Replacement texts may hold characters the charset lacks; those become "?".
   encode: (text) => new Uint8Array(Buffer.from(text.replace(/[\u0100-\uffff]/g, '?'), 'latin1')),

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Detector } from './pii-detectors.js';
+import type { Detector, MatchClue } from './pii-detectors.js';
 import {
+  builtInClues,
   creditCardDetector,
   emailDetector,
   ipAddressDetector,
@@ -11,7 +12,8 @@ import {
   phoneDetector,
   ssnDetector,
 } from './pii-detectors.js';
-import { redactText } from './redaction.js';
+import { compileLinearRegex } from './regex.js';
+import { customDetector, redactText } from './redaction.js';
 
 /** All non-overlapping leftmost matches, as the redactor would take them. */
 function findAll(d: Detector, text: string): string[] {
@@ -180,5 +182,92 @@ describe('built-in detectors run in linear time', () => {
     // Completing is the point; the output is the input with at most some spans replaced.
     expect(out.length).toBeGreaterThan(input.length / 4);
     expect(out.length).toBeLessThan(input.length * 4);
+  });
+});
+
+describe('match clues (the necessary conditions the raw stream fast path relies on)', () => {
+  const builtIns: Array<[string, Detector]> = [
+    ['email', emailDetector()],
+    ['phone', phoneDetector()],
+    ['ssn', ssnDetector()],
+    ['credit_card', creditCardDetector()],
+    ['ip_address', ipAddressDetector()],
+  ];
+  const holds = (clue: MatchClue, text: string): boolean =>
+    (clue.char === null || text.includes(clue.char)) && (text.match(/[0-9]/g)?.length ?? 0) >= clue.digits;
+
+  // Dense in everything the scanners look at, so that matches are frequent.
+  const piece = fc.constantFrom(
+    ...'0123456789012345678901234567890123456789'.split(''),
+    ' ',
+    '-',
+    '.',
+    '.',
+    ':',
+    ':',
+    '::',
+    '+',
+    '(',
+    ')',
+    '@',
+    '_',
+    '%',
+    'a',
+    'f',
+    'F',
+    'x',
+    'Z',
+    'ü',
+    '😀',
+    'jane.doe@example.com',
+    '+1 (415) 555-2671',
+    '4111 1111 1111 1111',
+    '078-05-1120',
+    '10.0.0.1',
+    '2001:db8::1',
+    '::ffff:192.0.2.1',
+    '5555 5555 5555 4444',
+    '4222222222222',
+    '378282246310005',
+    '219-09-9999',
+    '123 45 6789',
+  );
+  const dense = fc.array(piece, { maxLength: 60 }).map((p) => p.join(''));
+
+  it.each(builtIns)(
+    'every %s match satisfies one of its clues, and no clue means no redaction',
+    (_name, d) => {
+      const clues = builtInClues(d)!;
+      expect(clues.length).toBeGreaterThan(0);
+      let matches = 0;
+      fc.assert(
+        fc.property(dense, (text) => {
+          for (const m of findAll(d, text)) {
+            matches++;
+            expect(clues.some((c) => holds(c, m))).toBe(true);
+          }
+          if (!clues.some((c) => holds(c, text))) expect(redactText(text, [d])).toBe(text);
+        }),
+        { numRuns: 3000 },
+      );
+      expect(matches).toBeGreaterThan(20); // the property was not vacuous
+    },
+  );
+
+  it('holds at the exact thresholds', () => {
+    const find = (d: Detector, t: string) => findAll(d, t).length;
+    expect(find(phoneDetector(), '+1 555 2671')).toBe(1); // '+' and 7 digits
+    expect(find(phoneDetector(), '415-555-2671')).toBe(1); // 10 digits
+    expect(find(ssnDetector(), '078-05-1120')).toBe(1); // 9 digits
+    expect(find(creditCardDetector(), '4222222222222')).toBe(1); // 13 digits
+    expect(find(ipAddressDetector(), '1.2.3.4')).toBe(1); // '.' and 4 digits
+    expect(find(ipAddressDetector(), 'a::b')).toBe(1); // ':' and no digit
+  });
+
+  it('only built-in factories carry clues; a custom pattern never does', () => {
+    for (const [, d] of builtIns) expect(builtInClues(d)).not.toBeNull();
+    const custom = customDetector(compileLinearRegex('x'), '[X]');
+    expect(builtInClues(custom)).toBeNull();
+    expect(builtInClues({ ...custom, name: 'email' })).toBeNull();
   });
 });

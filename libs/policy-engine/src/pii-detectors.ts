@@ -37,6 +37,33 @@ export interface Detector {
   scan(text: string): Finder;
 }
 
+/**
+ * A necessary condition for a built-in detector's match: the matched text contains `char` (when
+ * not null) and at least `digits` ASCII digits [0-9]. A detector has one or more alternative
+ * clues; a text in which no clue holds (for instance: no '@' anywhere) contains no match of that
+ * detector, so redaction leaves it unchanged. The stream filters' raw fast path (raw-json.ts)
+ * relies on this; each factory below states why its clues hold, and pii-detectors.test.ts
+ * checks them against the scanners on dense random text.
+ */
+export interface MatchClue {
+  readonly char: '@' | '+' | ':' | '.' | null;
+  readonly digits: number;
+}
+
+// Private brand: only the factories in this file can mark a detector as built-in, so a custom
+// detector can never borrow the clues of one (its name alone is not trusted).
+const CLUES: unique symbol = Symbol('built-in detector clues');
+type Branded = Detector & { readonly [CLUES]?: readonly MatchClue[] };
+
+function builtIn(detector: Detector, clues: readonly MatchClue[]): Detector {
+  return Object.assign(detector, { [CLUES]: Object.freeze(clues.map((c) => Object.freeze({ ...c }))) });
+}
+
+/** The clues of a detector made by a built-in factory; null for any other detector. */
+export function builtInClues(detector: Detector): readonly MatchClue[] | null {
+  return (detector as Branded)[CLUES] ?? null;
+}
+
 /** Longest text any built-in detector examines from one start position (plus boundary look). */
 export const BUILT_IN_MAX_SPAN = 640;
 
@@ -79,26 +106,35 @@ function emailDomainEnd(text: string, q: number): number {
   return -1;
 }
 
+/**
+ * Clue: a match runs from a local-part start s < atSign to a domain end e > atSign + 1, so it
+ * contains the '@' at atSign.
+ */
+const EMAIL_CLUES: readonly MatchClue[] = [{ char: '@', digits: 0 }];
+
 export function emailDetector(replacement = '[REDACTED_EMAIL]'): Detector {
-  return {
-    name: 'email',
-    replacement,
-    mayMatch: (text) => text.includes('@'),
-    scan: (text) => (from) => {
-      let atSign = text.indexOf('@', from);
-      while (atSign !== -1) {
-        const minStart = Math.max(from, atSign - 64);
-        let s = atSign;
-        while (s > minStart && isLocalChar(text.charCodeAt(s - 1))) s--;
-        if (s < atSign) {
-          const e = emailDomainEnd(text, atSign + 1);
-          if (e !== -1) return { start: s, end: e };
+  return builtIn(
+    {
+      name: 'email',
+      replacement,
+      mayMatch: (text) => text.includes('@'),
+      scan: (text) => (from) => {
+        let atSign = text.indexOf('@', from);
+        while (atSign !== -1) {
+          const minStart = Math.max(from, atSign - 64);
+          let s = atSign;
+          while (s > minStart && isLocalChar(text.charCodeAt(s - 1))) s--;
+          if (s < atSign) {
+            const e = emailDomainEnd(text, atSign + 1);
+            if (e !== -1) return { start: s, end: e };
+          }
+          atSign = text.indexOf('@', atSign + 1);
         }
-        atSign = text.indexOf('@', atSign + 1);
-      }
-      return null;
+        return null;
+      },
     },
-  };
+    EMAIL_CLUES,
+  );
 }
 
 // --------------------------------------------------------------------------- digit helpers
@@ -129,29 +165,35 @@ function continuesDigitGroups(text: string, i: number): boolean {
 
 const SSN_DIGITS = [0, 1, 2, 4, 5, 7, 8, 9, 10];
 
+/** Clue: a match is text[i, i + 11) and SSN_DIGITS requires nine digits inside it. */
+const SSN_CLUES: readonly MatchClue[] = [{ char: null, digits: 9 }];
+
 export function ssnDetector(replacement = '[REDACTED_SSN]'): Detector {
-  return {
-    name: 'ssn',
-    replacement,
-    mayMatch: (text) => SSN_SHAPE.test(text),
-    scan: (text) => (from) => {
-      for (let i = nextDigit(text, from); i !== -1; i = nextDigit(text, i + 1)) {
-        const prev = at(text, i - 1);
-        if (isWord(prev) || prev === 0x2d || continuesDigitGroups(text, i)) continue;
-        const sep = at(text, i + 3);
-        if (sep !== 0x2d && sep !== 0x20) continue;
-        if (!SSN_DIGITS.every((k) => isDigit(at(text, i + k))) || at(text, i + 6) !== sep) continue;
-        const next = at(text, i + 11);
-        if (isWord(next)) continue;
-        if ((next === 0x2d || next === 0x20 || next === 0x2e) && isDigit(at(text, i + 12))) continue;
-        const area = text.slice(i, i + 3);
-        if (area === '000' || text.slice(i + 4, i + 6) === '00' || text.slice(i + 7, i + 11) === '0000')
-          continue;
-        return { start: i, end: i + 11 };
-      }
-      return null;
+  return builtIn(
+    {
+      name: 'ssn',
+      replacement,
+      mayMatch: (text) => SSN_SHAPE.test(text),
+      scan: (text) => (from) => {
+        for (let i = nextDigit(text, from); i !== -1; i = nextDigit(text, i + 1)) {
+          const prev = at(text, i - 1);
+          if (isWord(prev) || prev === 0x2d || continuesDigitGroups(text, i)) continue;
+          const sep = at(text, i + 3);
+          if (sep !== 0x2d && sep !== 0x20) continue;
+          if (!SSN_DIGITS.every((k) => isDigit(at(text, i + k))) || at(text, i + 6) !== sep) continue;
+          const next = at(text, i + 11);
+          if (isWord(next)) continue;
+          if ((next === 0x2d || next === 0x20 || next === 0x2e) && isDigit(at(text, i + 12))) continue;
+          const area = text.slice(i, i + 3);
+          if (area === '000' || text.slice(i + 4, i + 6) === '00' || text.slice(i + 7, i + 11) === '0000')
+            continue;
+          return { start: i, end: i + 11 };
+        }
+        return null;
+      },
     },
-  };
+    SSN_CLUES,
+  );
 }
 
 // ------------------------------------------------------------------------------- credit card
@@ -171,63 +213,85 @@ export function luhnValid(digits: string): boolean {
   return sum % 10 === 0;
 }
 
+/**
+ * Clue: a match is [s, cand.end) and cand.digits, the digits read in that span, has at least 13
+ * characters (shorter candidates end the loop).
+ */
+const CREDIT_CARD_CLUES: readonly MatchClue[] = [{ char: null, digits: 13 }];
+
 export function creditCardDetector(replacement = '[REDACTED_CREDIT_CARD]'): Detector {
-  return {
-    name: 'credit_card',
-    replacement,
-    mayMatch: (text) => THIRTEEN_DIGITS.test(text),
-    scan: (text) => (from) => {
-      const n = text.length;
-      for (let s = nextDigit(text, from); s !== -1; s = nextDigit(text, s + 1)) {
-        // Candidates start at a group start: not glued to a word or to a preceding digit.
-        const prev = at(text, s - 1);
-        if (isWord(prev)) continue;
-        const first = text.charCodeAt(s);
-        if (first < 0x32 || first > 0x36) continue;
-        let digits = '';
-        const ends: Array<{ end: number; digits: string }> = [];
-        let p = s;
-        while (p < n && digits.length < 19) {
-          const c = text.charCodeAt(p);
-          if (isDigit(c)) {
-            digits += text[p];
-            p++;
-            if (!isDigit(at(text, p))) ends.push({ end: p, digits });
-          } else if ((c === 0x20 || c === 0x2d) && isDigit(at(text, p + 1))) {
-            p++;
-          } else break;
+  return builtIn(
+    {
+      name: 'credit_card',
+      replacement,
+      mayMatch: (text) => THIRTEEN_DIGITS.test(text),
+      scan: (text) => (from) => {
+        const n = text.length;
+        for (let s = nextDigit(text, from); s !== -1; s = nextDigit(text, s + 1)) {
+          // Candidates start at a group start: not glued to a word or to a preceding digit.
+          const prev = at(text, s - 1);
+          if (isWord(prev)) continue;
+          const first = text.charCodeAt(s);
+          if (first < 0x32 || first > 0x36) continue;
+          let digits = '';
+          const ends: Array<{ end: number; digits: string }> = [];
+          let p = s;
+          while (p < n && digits.length < 19) {
+            const c = text.charCodeAt(p);
+            if (isDigit(c)) {
+              digits += text[p];
+              p++;
+              if (!isDigit(at(text, p))) ends.push({ end: p, digits });
+            } else if ((c === 0x20 || c === 0x2d) && isDigit(at(text, p + 1))) {
+              p++;
+            } else break;
+          }
+          for (let k = ends.length - 1; k >= 0; k--) {
+            const cand = ends[k]!;
+            if (cand.digits.length < 13) break;
+            if (isWord(at(text, cand.end))) continue;
+            if (luhnValid(cand.digits)) return { start: s, end: cand.end };
+          }
         }
-        for (let k = ends.length - 1; k >= 0; k--) {
-          const cand = ends[k]!;
-          if (cand.digits.length < 13) break;
-          if (isWord(at(text, cand.end))) continue;
-          if (luhnValid(cand.digits)) return { start: s, end: cand.end };
-        }
-      }
-      return null;
+        return null;
+      },
     },
-  };
+    CREDIT_CARD_CLUES,
+  );
 }
 
 // ------------------------------------------------------------------------------------- phone
 
+/**
+ * Clues: a match is [s, end) as returned by parsePhone, which counts every digit it reads in that
+ * span. Without a '+' at s it needs `digits >= 10`; with one (the '+' is text[s], inside the
+ * match) `digits >= 7`.
+ */
+const PHONE_CLUES: readonly MatchClue[] = [
+  { char: null, digits: 10 },
+  { char: '+', digits: 7 },
+];
+
 export function phoneDetector(replacement = '[REDACTED_PHONE]'): Detector {
-  return {
-    name: 'phone',
-    replacement,
-    mayMatch: (text) => PHONE_SHAPE.test(text) && SEVEN_DIGITS.test(text),
-    scan: (text) => (from) => {
-      for (let s = nextPhoneStart(text, from); s !== -1; s = nextPhoneStart(text, s + 1)) {
-        const c0 = text.charCodeAt(s);
-        const prev = at(text, s - 1);
-        if (isWord(prev) || prev === 0x2b || prev === 0x2d || prev === 0x2e || prev === 0x28) continue;
-        if (isDigit(c0) && continuesDigitGroups(text, s)) continue;
-        const m = parsePhone(text, s);
-        if (m !== -1) return { start: s, end: m };
-      }
-      return null;
+  return builtIn(
+    {
+      name: 'phone',
+      replacement,
+      mayMatch: (text) => PHONE_SHAPE.test(text) && SEVEN_DIGITS.test(text),
+      scan: (text) => (from) => {
+        for (let s = nextPhoneStart(text, from); s !== -1; s = nextPhoneStart(text, s + 1)) {
+          const c0 = text.charCodeAt(s);
+          const prev = at(text, s - 1);
+          if (isWord(prev) || prev === 0x2b || prev === 0x2d || prev === 0x2e || prev === 0x28) continue;
+          if (isDigit(c0) && continuesDigitGroups(text, s)) continue;
+          const m = parsePhone(text, s);
+          if (m !== -1) return { start: s, end: m };
+        }
+        return null;
+      },
     },
-  };
+    PHONE_CLUES,
+  );
 }
 
 const PHONE_START = /[0-9+(]/g;
@@ -363,22 +427,38 @@ function nextIPv6(text: string, from: number): DetectorMatch | null {
   return null;
 }
 
+/**
+ * Clues: an IPv4 match is four octets of at least one digit joined by three dots (ipv4At), so it
+ * holds a '.' and at least four digits. An IPv6 match is [s, end) with s <= colon < e; trimming
+ * trailing dots cannot pass the colon, and trimming one trailing colon leaves a candidate with
+ * no colon only if that colon was the only one, and isIPv6Text rejects a colonless text (one
+ * group, or two with a dotted-quad tail, never the eight a text without "::" needs). So every
+ * IPv6 match holds a ':'.
+ */
+const IP_ADDRESS_CLUES: readonly MatchClue[] = [
+  { char: ':', digits: 0 },
+  { char: '.', digits: 4 },
+];
+
 export function ipAddressDetector(replacement = '[REDACTED_IP]'): Detector {
-  return {
-    name: 'ip_address',
-    replacement,
-    mayMatch: (text) => text.includes(':') || DOTTED_DIGITS.test(text),
-    scan: (text) => {
-      let v4: DetectorMatch | null | undefined;
-      let v6: DetectorMatch | null | undefined;
-      return (from) => {
-        if (v4 === undefined || (v4 !== null && v4.start < from)) v4 = nextIPv4(text, from);
-        if (v6 === undefined || (v6 !== null && v6.start < from)) v6 = nextIPv6(text, from);
-        if (v4 && v6) return v6.start <= v4.start ? v6 : v4;
-        return v4 ?? v6 ?? null;
-      };
+  return builtIn(
+    {
+      name: 'ip_address',
+      replacement,
+      mayMatch: (text) => text.includes(':') || DOTTED_DIGITS.test(text),
+      scan: (text) => {
+        let v4: DetectorMatch | null | undefined;
+        let v6: DetectorMatch | null | undefined;
+        return (from) => {
+          if (v4 === undefined || (v4 !== null && v4.start < from)) v4 = nextIPv4(text, from);
+          if (v6 === undefined || (v6 !== null && v6.start < from)) v6 = nextIPv6(text, from);
+          if (v4 && v6) return v6.start <= v4.start ? v6 : v4;
+          return v4 ?? v6 ?? null;
+        };
+      },
     },
-  };
+    IP_ADDRESS_CLUES,
+  );
 }
 
 /** End of a dotted quad starting at s and not glued to more digits or letters, or -1. */

@@ -250,7 +250,11 @@ export function buildResponsePlan(
   return { rules: active, inbound, detectors: active.flatMap((r) => r.detectors) };
 }
 
-/** Applies a plan to a parsed JSON value. */
+/**
+ * Applies a plan to a parsed JSON value. The stream filters' raw fast path (raw-json.ts) proves
+ * from bytes that this returns its input: a new step here, or a change to what redactWalk
+ * touches (strings, integers of 1e12 and more, never keys), must be reflected in rawJsonCheck.
+ */
 export function filterJsonValue(value: unknown, plan: ResponsePlan): unknown {
   let out = plan.inbound ? plan.inbound(value) : value;
   for (const rule of plan.rules) {

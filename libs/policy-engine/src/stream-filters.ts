@@ -14,6 +14,11 @@
  *   as a whole, so streaming cannot be used to dodge response rules.
  * - anything else, or no applicable rule: null, the caller pipes bytes through untouched.
  *
+ * Raw fast path (raw-json.ts): when the plan only redacts with built-in detectors, an SSE event
+ * (one `data:` line, no comment) or NDJSON line whose JSON provably cannot change is emitted as
+ * its original bytes without being decoded or parsed; anything else takes the full path above.
+ * The output is the same either way (property-tested), only the cost differs.
+ *
  * Memory is bounded: an SSE event, NDJSON line or buffered JSON body over its limit errors the
  * stream (ResponseFilterLimitError) instead of growing or passing unfiltered bytes.
  */
@@ -22,6 +27,8 @@ import type { TextCodec } from './content-type.js';
 import { classifyContentType, codecFor } from './content-type.js';
 import { ByteBuffer } from './byte-buffer.js';
 import { ResponseFilterLimitError } from './errors.js';
+import type { RawJsonCheck } from './raw-json.js';
+import { rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
 import type { ResponsePlan } from './response-filter.js';
 import { filterJsonValue } from './response-filter.js';
 import { TextRedactor, redactText } from './redaction.js';
@@ -48,6 +55,8 @@ export interface ResponseFilterCore {
 
 const LF = 0x0a;
 const CR = 0x0d;
+const COLON = 0x3a;
+const SPACE = 0x20;
 const BOM = '\uFEFF';
 
 /**
@@ -106,6 +115,7 @@ class SseFilter implements ResponseFilterCore {
     private readonly plan: ResponsePlan,
     private readonly codec: TextCodec,
     private readonly limits: StreamFilterLimits,
+    private readonly raw: RawJsonCheck | null,
   ) {}
 
   push(chunk: Uint8Array): Uint8Array[] {
@@ -114,6 +124,21 @@ class SseFilter implements ResponseFilterCore {
     // event at its end goes into the buffer.
     const direct = this.buf.length === 0;
     let view = direct ? chunk : (this.buf.append(chunk), this.buf.view());
+    if (direct && this.raw !== null && !this.atStreamStart && this.scan === 0 && this.lineStart === 0) {
+      // Raw fast path: whole events at the start of the chunk that provably stay unchanged are
+      // cut and emitted here, each exactly as the loop below would cut it and processEvent
+      // return it. The loop then carries on from the first event this could not decide.
+      let off = 0;
+      for (
+        let e = rawEventEnd(chunk, 0, this.raw, true);
+        e !== -1;
+        e = rawEventEnd(chunk, off, this.raw, true)
+      ) {
+        out.push(chunk.subarray(off, e));
+        off = e;
+      }
+      if (off > 0) view = chunk.subarray(off);
+    }
     let i = this.scan;
     // Next LF and CR at or after i (-1: none in the rest of the view). Native indexOf does the
     // scanning; positions shift when an event is consumed, they are never searched twice.
@@ -172,6 +197,9 @@ class SseFilter implements ResponseFilterCore {
   }
 
   private processEvent(bytes: Uint8Array): Uint8Array {
+    // The first event goes the full way: it may start with a BOM, which must be stripped.
+    if (this.raw !== null && !this.atStreamStart && rawEventEnd(bytes, 0, this.raw, false) !== -1)
+      return bytes;
     let text = this.codec.decode(bytes);
     let bom = '';
     if (this.atStreamStart) {
@@ -241,6 +269,70 @@ class SseFilter implements ResponseFilterCore {
 // `data: payload` plus its LF and, for a complete event, the blank line.
 const SIMPLE_EVENT = /^data: ?([^\r\n]*)\n(\n?)$/;
 
+/**
+ * The raw fast path for SSE, mirroring push's framing and processEvent's full path on bytes
+ * (the codec is ASCII-transparent, and line breaks, ':' and "data" are ASCII).
+ *
+ * Lines end at CRLF, LF or CR. A line starting with ':' is a comment, which the full path
+ * redacts as text: "don't know". A line is a data field when it is "data" or starts with
+ * "data:"; its value is the rest after the colon less one leading space. Other fields pass
+ * untouched. With no data line and no comment the full path returns the event's bytes; with
+ * exactly one data line it does so when filterPayload(value) is null, which rawJsonEnd
+ * guarantees when it reads the value as JSON up to a line break or the end (without
+ * `lineBreaks` it never reads past a CR or LF, so what it read is the whole line). An empty data
+ * value, several data lines (their join is left to the full path) or anything else unusual:
+ * "don't know", i.e. -1.
+ *
+ * framing = false: `b[start, length)` is one event as push cut it (or the rest flushed by end);
+ * returns its length when processEvent would return it unchanged, else -1.
+ * framing = true: returns the end of the first event at `start` (past the line break of its
+ * blank line), exactly where push would cut it, when that event is complete in `b` and
+ * processEvent would return it unchanged; else -1. As in push, a CR as the last byte may be
+ * half of a CRLF and is not decided.
+ */
+function rawEventEnd(b: Uint8Array, start: number, check: RawJsonCheck, framing: boolean): number {
+  const n = b.length;
+  let seenData = false;
+  let i = start;
+  for (;;) {
+    if (i >= n) return framing ? -1 : n;
+    const c = b[i];
+    if (c === COLON) return -1;
+    if (c === LF || c === CR) {
+      // A blank line: the end of the event when framing, else skipped like the full path does.
+      if (framing) {
+        if (c === LF) return i + 1;
+        if (i + 1 >= n) return -1;
+        return b[i + 1] === LF ? i + 2 : i + 1;
+      }
+    } else if (
+      c === 0x64 &&
+      b[i + 1] === 0x61 &&
+      b[i + 2] === 0x74 &&
+      b[i + 3] === 0x61 &&
+      (i + 4 === n || b[i + 4] === COLON || b[i + 4] === LF || b[i + 4] === CR)
+    ) {
+      if (seenData || i + 4 === n || b[i + 4] !== COLON) return -1;
+      seenData = true;
+      let v = i + 5;
+      if (v < n && b[v] === SPACE) v++;
+      i = rawJsonEnd(b, v, n, check, false);
+      if (i === -1) return -1;
+    } else {
+      // Another field: on to its line break.
+      while (i < n && b[i] !== LF && b[i] !== CR) i++;
+    }
+    // At the line break, or the end.
+    if (i >= n) return framing ? -1 : n;
+    const t = b[i];
+    if (t === LF) i++;
+    else if (t !== CR) return -1;
+    else if (i + 1 < n) i = b[i + 1] === LF ? i + 2 : i + 1;
+    else if (framing) return -1;
+    else i++;
+  }
+}
+
 function parseField(content: string): { name: string; value: string } {
   const colon = content.indexOf(':');
   if (colon === -1) return { name: content, value: '' };
@@ -257,6 +349,7 @@ class NdjsonFilter implements ResponseFilterCore {
     private readonly plan: ResponsePlan,
     private readonly codec: TextCodec,
     private readonly limits: StreamFilterLimits,
+    private readonly raw: RawJsonCheck | null,
   ) {}
 
   push(chunk: Uint8Array): Uint8Array[] {
@@ -286,6 +379,13 @@ class NdjsonFilter implements ResponseFilterCore {
   }
 
   private processLine(bytes: Uint8Array, terminated: boolean): Uint8Array {
+    // The raw fast path reads the line's content as processLine does below: without its LF and
+    // one CR before it. The first line goes the full way (BOM).
+    if (this.raw !== null && !this.atStreamStart) {
+      let end = terminated ? bytes.length - 1 : bytes.length;
+      if (end > 0 && bytes[end - 1] === CR) end--;
+      if (rawJsonUnchanged(bytes, 0, end, this.raw)) return bytes;
+    }
     let text = this.codec.decode(terminated ? bytes.subarray(0, bytes.length - 1) : bytes);
     let bom = '';
     if (this.atStreamStart) {
@@ -335,6 +435,7 @@ class BufferedJsonFilter implements ResponseFilterCore {
     private readonly plan: ResponsePlan,
     private readonly codec: TextCodec,
     private readonly limits: StreamFilterLimits,
+    private readonly raw: RawJsonCheck | null,
   ) {}
 
   push(chunk: Uint8Array): Uint8Array[] {
@@ -349,6 +450,8 @@ class BufferedJsonFilter implements ResponseFilterCore {
     const bytes = this.buf.view().slice();
     this.buf.clear();
     if (bytes.length === 0) return [];
+    // A leading BOM is not JSON, so the raw check leaves such a body to the full path.
+    if (this.raw !== null && rawJsonUnchanged(bytes, 0, bytes.length, this.raw)) return [bytes];
     let text = this.codec.decode(bytes);
     let bom = '';
     if (text.startsWith(BOM)) {
@@ -358,6 +461,15 @@ class BufferedJsonFilter implements ResponseFilterCore {
     const filtered = filterPayload(text, this.plan);
     return [filtered === null ? bytes : this.codec.encode(bom + filtered)];
   }
+}
+
+/** Internal switches, not part of the package API. */
+export interface FilterCoreOptions {
+  /**
+   * false: never take the raw fast path (raw-json.ts). Only for the differential tests and the
+   * benchmark, which compare it with the full path; the output is the same either way.
+   */
+  rawFastPath?: boolean;
 }
 
 /**
@@ -370,19 +482,22 @@ export function createFilterCore(
   limits: Partial<StreamFilterLimits> = {},
   /** For bodies that are already text: the caller decoded them, whatever the charset said. */
   codecOverride?: TextCodec,
+  options: FilterCoreOptions = {},
 ): ResponseFilterCore | null {
   if (!plan) return null;
   const media = classifyContentType(contentType);
   if (media.kind === 'binary') return null;
   const codec = codecOverride ?? codecFor(media.charset);
   const l = { ...DEFAULT_STREAM_LIMITS, ...limits };
+  // Each core gets its own check: it holds a scratch stack.
+  const raw = () => (options.rawFastPath !== false && codec.asciiTransparent ? rawJsonCheck(plan) : null);
   switch (media.kind) {
     case 'sse':
-      return new SseFilter(plan, codec, l);
+      return new SseFilter(plan, codec, l, raw());
     case 'ndjson':
-      return new NdjsonFilter(plan, codec, l);
+      return new NdjsonFilter(plan, codec, l, raw());
     case 'json':
-      return new BufferedJsonFilter(plan, codec, l);
+      return new BufferedJsonFilter(plan, codec, l, raw());
     case 'text':
       return plan.detectors.length > 0 ? new TextFilter(plan, codec) : null;
   }

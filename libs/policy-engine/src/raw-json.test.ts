@@ -1,0 +1,678 @@
+/**
+ * The raw fast path (raw-json.ts and its use in stream-filters.ts) must be invisible: for every
+ * input, the output with it equals the output of the full parse path byte for byte, and
+ * streaming still equals buffering for every chunking.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { RedactionSpec } from '@vlt/contracts';
+import { planResponse } from './compile.js';
+import { ResponseFilterLimitError } from './errors.js';
+import type { Detector } from './pii-detectors.js';
+import type { RawJsonCheck } from './raw-json.js';
+import { RAW_MAX_DEPTH, rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
+import type { ResponsePlan } from './response-filter.js';
+import { MAX_JSON_DEPTH, filterJsonValue } from './response-filter.js';
+import type { ResponseFilterCore } from './stream-filters.js';
+import { createFilterCore, runFilterCore } from './stream-filters.js';
+import { runtime } from './test-fixtures.js';
+
+const enc = new TextEncoder();
+const ROUTE = { method: 'GET', path: '/v1/stream' };
+const KINDS = ['email', 'phone', 'ssn', 'credit_card', 'ip_address'] as const;
+type Kind = (typeof KINDS)[number];
+
+/** A plan of built-in redactions, spread over one or two rules as given. */
+function builtInPlan(rules: ReadonlyArray<readonly Kind[]>): ResponsePlan {
+  const rt = runtime({
+    rules: {
+      response: rules.map((kinds, i) => ({
+        label: `r${i}`,
+        match: {},
+        filter: { redact: kinds.map((type) => ({ type }) as RedactionSpec) },
+      })),
+    },
+  });
+  return planResponse(rt, ROUTE)!;
+}
+
+/**
+ * The same plan with detectors that count property reads. The full path always reads them
+ * (redactJsonValue asks every detector's name); the fast path never does (it reads the
+ * built-in brand once, when the filter is made, and that is a symbol).
+ */
+function spied(plan: ResponsePlan): { plan: ResponsePlan; work: () => number } {
+  let reads = 0;
+  const detectors = plan.detectors.map(
+    (d) =>
+      new Proxy(d, {
+        get(target, prop, receiver) {
+          if (typeof prop === 'string') reads++;
+          return Reflect.get(target, prop, receiver) as unknown;
+        },
+      }) as Detector,
+  );
+  return { plan: { ...plan, detectors }, work: () => reads };
+}
+
+const planArb = fc
+  .tuple(fc.subarray([...KINDS], { minLength: 1 }), fc.subarray([...KINDS]))
+  .chain(([a, b]) =>
+    fc
+      .tuple(fc.shuffledSubarray(a, { minLength: a.length }), fc.constant(b))
+      .map(([x, y]) => (y.length ? [x, y] : [x])),
+  )
+  .map((rules) => builtInPlan(rules));
+
+// ----------------------------------------------------------------- random JSON texts
+
+type Esc = 'none' | 'at' | 'digits' | 'all';
+type Node =
+  | { k: 'lit'; text: string }
+  | { k: 'str'; s: string; esc: Esc }
+  | { k: 'arr'; items: Node[] }
+  | { k: 'obj'; members: Array<[{ k: 'str'; s: string; esc: Esc }, Node]> };
+
+const piiPiece = fc.constantFrom(
+  'jane.doe@example.com',
+  'a@b.io',
+  '+1 (415) 555-2671',
+  '415-555-2671',
+  '+49 30 1234567',
+  '4111 1111 1111 1111',
+  '4111111111111111',
+  '078-05-1120',
+  '10.0.0.1',
+  '2001:db8::1',
+  'fe80::1',
+  'v1.2.3',
+  'model-2024-05-13',
+  'chatcmpl-9xKq3Rj2mZ',
+  ' token37',
+  '12:30',
+  'C:\\dir',
+  '"quoted"',
+  'line\nbreak',
+  '\t',
+  '\u0001',
+  'ünï',
+  '😀',
+  '\uFEFF',
+  '@',
+  '+',
+  ':',
+  '.',
+  '0',
+  '123456',
+  '1234567',
+  '123456789',
+  '1234567890',
+  '',
+);
+const strArb = fc.oneof(
+  piiPiece,
+  fc.array(piiPiece, { maxLength: 4 }).map((p) => p.join('')),
+  fc.string({ maxLength: 12 }),
+  fc.string({ unit: 'grapheme', maxLength: 8 }),
+  fc.string({ unit: 'binary', maxLength: 6 }), // lone surrogates too
+  fc.stringMatching(/^[a-z0-9@:+. -]{0,20}$/),
+);
+const strNode = fc.record({
+  k: fc.constant('str' as const),
+  s: strArb,
+  esc: fc.constantFrom<Esc>('none', 'none', 'none', 'at', 'digits', 'all'),
+});
+// Number tokens as upstreams write them, including spellings JSON.stringify never produces.
+const numberText = fc.oneof(
+  fc.integer().map(String),
+  fc.double({ noNaN: true, noDefaultInfinity: true }).map((x) => JSON.stringify(x)),
+  fc.constantFrom(
+    '0',
+    '-0',
+    '1.0',
+    '99999999999',
+    '99999999999.999',
+    '100000000000',
+    '999999999999',
+    '1000000000000',
+    '4111111111111111',
+    '-4111111111111111',
+    '4111111111111111.0',
+    '4.111111111111111e15',
+    '4.111111111111111E+15',
+    '411111111111111100000e-5',
+    '1e3',
+    '1E-3',
+    '1e-0',
+    '12345678901.5e-2',
+    '1e21',
+  ),
+);
+const jsonTree: fc.Arbitrary<Node> = fc.letrec<{ value: Node }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small' },
+    fc.constantFrom('null', 'true', 'false').map((text) => ({ k: 'lit' as const, text })),
+    numberText.map((text) => ({ k: 'lit' as const, text })),
+    strNode,
+    fc.array(tie('value'), { maxLength: 4 }).map((items) => ({ k: 'arr' as const, items })),
+    fc
+      .array(fc.tuple(strNode, tie('value')), { maxLength: 4 })
+      .map((members) => ({ k: 'obj' as const, members })),
+  ),
+})).value;
+
+const hex4 = (c: number, upper: boolean) => {
+  const h = c.toString(16).padStart(4, '0');
+  return `\\u${upper ? h.toUpperCase() : h}`;
+};
+
+/** A JSON string literal; `esc` spells some characters as \uXXXX escapes. */
+function literal(s: string, esc: Esc): string {
+  let out = '"';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const ch = s[i]!;
+    if (
+      (esc === 'at' && ch === '@') ||
+      (esc === 'digits' && c >= 0x30 && c <= 0x39) ||
+      (esc === 'all' && c < 0x7f && /[A-Za-z0-9@:+. -]/.test(ch))
+    )
+      out += hex4(c, i % 2 === 0);
+    else if (ch === '"' || ch === '\\') out += `\\${ch}`;
+    else if (c < 0x20 || (c >= 0xd800 && c <= 0xdfff)) out += JSON.stringify(ch).slice(1, -1);
+    else out += ch;
+  }
+  return `${out}"`;
+}
+
+/** Serialises a tree; `ws` is cycled through for the whitespace around every token. */
+function serialize(node: Node, ws: readonly string[]): string {
+  let n = 0;
+  const w = () => ws[n++ % ws.length]!;
+  const go = (x: Node): string => {
+    switch (x.k) {
+      case 'lit':
+        return x.text;
+      case 'str':
+        return literal(x.s, x.esc);
+      case 'arr':
+        return `[${w()}${x.items.map((v) => go(v) + w()).join(`,${w()}`)}]`;
+      case 'obj':
+        return `{${w()}${x.members.map(([key, v]) => `${go(key)}${w()}:${w()}${go(v)}${w()}`).join(`,${w()}`)}}`;
+    }
+  };
+  return w() + go(node) + w();
+}
+
+const oneLineWs = fc.constantFrom([''], [' '], ['', ' ', '\t', '  ']);
+const anyWs = fc.constantFrom([''], [' '], ['', ' ', '\t', '  '], ['\n', ' ', '\r\n  ']);
+
+/** Edits that turn JSON into near-JSON: the validator must never accept what JSON.parse rejects. */
+const mutation = fc.tuple(
+  fc.nat(),
+  fc.constantFrom('delete', 'insert', 'replace', 'duplicate'),
+  fc.constantFrom(...'{}[],:"\\ -+.0123456789eEtrufalsn@\u00e9\u0000\n'.split('')),
+);
+function mutate(text: string, [at, op, ch]: [number, string, string]): string {
+  const i = text.length === 0 ? 0 : at % text.length;
+  switch (op) {
+    case 'delete':
+      return text.slice(0, i) + text.slice(i + 1);
+    case 'insert':
+      return text.slice(0, i) + ch + text.slice(i);
+    case 'replace':
+      return text.slice(0, i) + ch + text.slice(i + 1);
+    default:
+      return text.slice(0, i) + text.slice(i, i + 3) + text.slice(i);
+  }
+}
+
+const accepts = (text: string, check: RawJsonCheck) => {
+  const b = enc.encode(text);
+  return rawJsonUnchanged(b, 0, b.length, check);
+};
+
+// ------------------------------------------------------------------------ the scanner
+
+describe('raw JSON check', () => {
+  it('accepts only JSON that the full path leaves unchanged (random and mutated texts)', () => {
+    let accepted = 0;
+    let acceptedMutants = 0;
+    fc.assert(
+      fc.property(planArb, jsonTree, anyWs, fc.array(mutation, { maxLength: 2 }), (plan, tree, ws, edits) => {
+        const check = rawJsonCheck(plan)!;
+        const text = serialize(tree, ws);
+        const mutant = edits.reduce(mutate, text);
+        for (const t of [text, mutant]) {
+          if (!accepts(t, check)) continue;
+          if (t === text) accepted++;
+          else acceptedMutants++;
+          const parsed: unknown = JSON.parse(t); // throws (fails the test) if it is not JSON
+          expect(filterJsonValue(parsed, plan)).toBe(parsed);
+        }
+      }),
+      { numRuns: 4000 },
+    );
+    // Not vacuous: plenty of texts and mutants were decided by the fast path.
+    expect(accepted).toBeGreaterThan(400);
+    expect(acceptedMutants).toBeGreaterThan(100);
+  });
+
+  it('accepts ordinary clean JSON, so the fast path is not idle', () => {
+    const check = rawJsonCheck(builtInPlan([[...KINDS]]))!;
+    const clean = fc.letrec<{ v: unknown }>((tie) => ({
+      v: fc.oneof(
+        { depthSize: 'small' },
+        fc.stringMatching(/^[A-Za-z _,;!?-]{0,16}$/),
+        fc.integer({ min: -99999, max: 99999 }),
+        fc.boolean(),
+        fc.constant(null),
+        fc.array(tie('v'), { maxLength: 4 }),
+        fc.dictionary(fc.stringMatching(/^[a-z_]{1,8}$/), tie('v'), { maxKeys: 4 }),
+      ),
+    })).v;
+    fc.assert(
+      fc.property(clean, fc.constantFrom(0, 1, 2), (v, indent) => {
+        expect(accepts(JSON.stringify(v, null, indent), check)).toBe(true);
+      }),
+    );
+  });
+
+  const all = () => rawJsonCheck(builtInPlan([[...KINDS]]))!;
+
+  it.each([
+    ['{"m":"a\\u0040b.io"}', 'an escaped "@"'],
+    ['{"m":"no at sign \\u0041"}', 'any escape'],
+    ['{"p":"C:\\\\dir"}', 'an escaped backslash'],
+    ['{"q":"say \\"hi\\""}', 'an escaped quote'],
+    ['{"jane@example.com":1}', 'a key with an "@" (keys are checked like values)'],
+    ['{"4111111111111111":true}', 'a key with 16 digits'],
+    ['{"m":"mail a@b.io"}', 'an "@"'],
+    ['{"m":"10.0.0.1"}', 'a dotted quad'],
+    ['{"m":"fe80::1"}', 'a colon'],
+    ['{"m":"+1 555 2671"}', 'a "+" and 7 digits'],
+    ['{"m":"415 555 2671"}', '10 digits'],
+    ['{"n":4111111111111111}', 'an integer of 16 digits'],
+    ['{"n":123456789012}', 'an integer of 12 digits'],
+    ['{"n":4.111111111111111e15}', 'a positive exponent'],
+    ['{"n":1e3}', 'an unsigned exponent'],
+    ['{"n":1E+2}', 'a "+" exponent'],
+    ['\uFEFF{"a":1}', 'a BOM'],
+    ['{"a":1,}', 'a trailing comma'],
+    ['[1,]', 'a trailing comma in an array'],
+    ['[01]', 'a leading zero'],
+    ['[1 2]', 'a missing comma'],
+    ['{"a" 1}', 'a missing colon'],
+    ['[}', 'mismatched brackets'],
+    ['{"a":1}}', 'an extra bracket'],
+    ['[tru]', 'a broken literal'],
+    ['"open', 'an unterminated string'],
+    ['"tab\there"', 'a raw control character'],
+    ['[-]', 'a lone minus'],
+    ['[1.]', 'a missing fraction'],
+    ['[.5]', 'a missing integer part'],
+    ['ünï', 'non-ASCII outside a string'],
+    ['', 'nothing'],
+    ['  ', 'only whitespace'],
+    ['\f{}', 'whitespace JSON does not allow'],
+  ])('takes the full path for %j (%s)', (text) => {
+    expect(accepts(text, all())).toBe(false);
+  });
+
+  it.each([
+    '{"id":"chatcmpl-9xKq3Rj2mZ","created":1717495200,"model":"model-2024-05-13","choices":[{"index":0,"delta":{"content":" token37"},"logprobs":null}]}',
+    '{"ünï 😀":"ünï 😀","n":-0.5,"e":1.5e-7,"f":99999999999,"g":-99999999999.25,"h":[],"i":{}}',
+    ' \t\r\n[ true , false , null ]\r\n ',
+    '"just a string"',
+    '-0',
+  ])('decides clean JSON without the full path: %s', (text) => {
+    expect(accepts(text, all())).toBe(true);
+  });
+
+  it('derives the minimal triggers from the detectors actually in the plan', () => {
+    const email = rawJsonCheck(builtInPlan([['email']]))!;
+    expect(accepts('{"m":"call 415 555 2671, 10.0.0.1, fe80::1"}', email)).toBe(true);
+    expect(accepts('{"m":"a@b"}', email)).toBe(false);
+    const phone = rawJsonCheck(builtInPlan([['phone']]))!;
+    expect(accepts('{"m":"123456 a@b.io 1.2.3 ::"}', phone)).toBe(true); // 9 digits, no "+"
+    expect(accepts('{"m":"1234567890"}', phone)).toBe(false);
+    expect(accepts('{"m":"+123456"}', phone)).toBe(true);
+    expect(accepts('{"m":"+1234567"}', phone)).toBe(false);
+    const ssn = rawJsonCheck(builtInPlan([['ssn']]))!;
+    expect(accepts('{"m":"12345678"}', ssn)).toBe(true);
+    expect(accepts('{"m":"123-45-6789"}', ssn)).toBe(false);
+    const card = rawJsonCheck(builtInPlan([['credit_card']]))!;
+    expect(accepts('{"m":"123456789012"}', card)).toBe(true);
+    expect(accepts('{"m":"1234567890123"}', card)).toBe(false);
+    const ip = rawJsonCheck(builtInPlan([['ip_address']]))!;
+    // Clues hold per literal: 3 digits with the dots, 13 digits without a dot or a colon.
+    expect(accepts('{"m":"v1.2.3","n":"1234567890123"}', ip)).toBe(true);
+    expect(accepts('{"m":"v1.2.3 4"}', ip)).toBe(false);
+    expect(accepts('{"m":"1.2.3.4"}', ip)).toBe(false);
+    expect(accepts('{"m":"a:b"}', ip)).toBe(false);
+  });
+
+  it('only serves plans whose sole response feature is built-in redaction', () => {
+    expect(rawJsonCheck(builtInPlan([['email'], ['phone']]))).not.toBeNull();
+    const planOf = (filter: object, providerConstraints: object | null = null, provider = 'code_host') =>
+      planResponse(
+        runtime({ providerConstraints, rules: { response: [{ label: 'r', match: {}, filter }] } } as never, {
+          provider,
+          service: provider,
+        }),
+        { method: 'GET', path: '/bot/getUpdates' },
+      )!;
+    expect(rawJsonCheck(planOf({ redact: [{ type: 'email' }], denyFields: ['x'] }))).toBeNull();
+    expect(rawJsonCheck(planOf({ redact: [{ type: 'email' }], allowFields: ['x'] }))).toBeNull();
+    expect(
+      rawJsonCheck(
+        planOf({ redact: [{ type: 'email' }, { type: 'custom', pattern: 'sk-[a-z]+', replacement: '[K]' }] }),
+      ),
+    ).toBeNull();
+    const inbound = planOf(
+      { redact: [{ type: 'email' }] },
+      { provider: 'chatbot_a', allowedChatIds: ['1'] },
+      'chatbot_a',
+    );
+    expect(inbound.inbound).not.toBeNull();
+    expect(rawJsonCheck(inbound)).toBeNull();
+  });
+
+  it('stays far below the depth at which the full path throws, and leaves deeper JSON to it', () => {
+    expect(RAW_MAX_DEPTH).toBeLessThan(MAX_JSON_DEPTH);
+    const nested = (d: number) => '['.repeat(d) + '1' + ']'.repeat(d);
+    expect(accepts(nested(RAW_MAX_DEPTH), all())).toBe(true);
+    expect(accepts(nested(RAW_MAX_DEPTH + 1), all())).toBe(false);
+  });
+
+  it('reads a single line without line breaks as whitespace', () => {
+    const b = enc.encode('{"a": [1, 2]}  \n\n');
+    expect(rawJsonEnd(b, 0, b.length, all(), false)).toBe(15);
+    expect(rawJsonEnd(enc.encode('{"a":\n1}'), 0, 8, all(), false)).toBe(-1);
+    expect(rawJsonEnd(enc.encode('{"a":\n1}'), 0, 8, all(), true)).toBe(8);
+  });
+});
+
+// ----------------------------------------------------------------- the stream filters
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.length;
+  }
+  return out;
+}
+
+function core(contentType: string, plan: ResponsePlan, rawFastPath = true): ResponseFilterCore {
+  const c = createFilterCore(contentType, plan, {}, undefined, { rawFastPath });
+  if (!c) throw new Error('expected a filter');
+  return c;
+}
+
+function streamed(c: ResponseFilterCore, bytes: Uint8Array, splits: number[]): Uint8Array {
+  const out: Uint8Array[] = [];
+  let last = 0;
+  for (const s of [...new Set(splits)].sort((a, b) => a - b)) {
+    if (s <= last || s >= bytes.length) continue;
+    out.push(...c.push(bytes.subarray(last, s)));
+    last = s;
+  }
+  out.push(...c.push(bytes.subarray(last)), ...c.end());
+  return concat(out);
+}
+
+const show = (b: Uint8Array) => Buffer.from(b).toString('latin1');
+
+/** Fast path == full path (buffered), and streamed (fast path) == that for random chunkings. */
+function expectSameAsFullPath(contentType: string, plan: ResponsePlan, bytes: Uint8Array): void {
+  const full = show(runFilterCore(core(contentType, plan, false), bytes));
+  expect(show(runFilterCore(core(contentType, plan), bytes))).toBe(full);
+  fc.assert(
+    fc.property(fc.array(fc.integer({ min: 0, max: bytes.length }), { maxLength: 12 }), (splits) => {
+      expect(show(streamed(core(contentType, plan), bytes, splits))).toBe(full);
+    }),
+    { numRuns: 8 },
+  );
+}
+
+const eventArb = fc.record({
+  tree: jsonTree,
+  ws: anyWs,
+  kind: fc.constantFrom('json', 'json', 'json', 'text'),
+  event: fc.option(fc.constantFrom('message', 'content_block_delta'), { nil: undefined }),
+  id: fc.option(fc.constantFrom('7', 'a:b'), { nil: undefined }),
+  comment: fc.option(fc.constantFrom(' ping', ' from 10.0.0.1'), { nil: undefined }),
+  space: fc.boolean(),
+  nl: fc.constantFrom('\n', '\r\n', '\r'),
+});
+type SseEvent = typeof eventArb extends fc.Arbitrary<infer T> ? T : never;
+
+function sseText(events: SseEvent[], bom: boolean): string {
+  return (
+    (bom ? '\uFEFF' : '') +
+    events
+      .map((e) => {
+        const data = e.kind === 'json' ? serialize(e.tree, e.ws) : 'plain a@b.io 10.0.0.1';
+        const lines: string[] = [];
+        if (e.comment !== undefined) lines.push(`:${e.comment}`);
+        if (e.event !== undefined) lines.push(`event: ${e.event}`);
+        for (const part of data.split(/\r\n|\r|\n/)) lines.push(`data:${e.space ? ' ' : ''}${part}`);
+        if (e.id !== undefined) lines.push(`id: ${e.id}`);
+        return lines.map((l) => l + e.nl).join('') + e.nl;
+      })
+      .join('')
+  );
+}
+
+describe('raw fast path in the stream filters (differential against the full path)', () => {
+  const charset = fc.constantFrom('', '; charset=utf-8', '; charset=iso-8859-1');
+
+  it('SSE: same bytes as the full path for random events, plans and chunkings', () => {
+    fc.assert(
+      fc.property(
+        planArb,
+        fc.array(eventArb, { maxLength: 6 }),
+        fc.boolean(),
+        charset,
+        (plan, events, bom, cs) => {
+          expectSameAsFullPath(`text/event-stream${cs}`, plan, enc.encode(sseText(events, bom)));
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it('SSE: one event per chunk, as LLM streams send them, including events the fast path decides', () => {
+    let decided = 0;
+    fc.assert(
+      fc.property(
+        planArb,
+        fc.array(fc.tuple(jsonTree, oneLineWs), { minLength: 2, maxLength: 8 }),
+        (plan, trees) => {
+          const chunks = trees.map(([t, ws]) => enc.encode(`data: ${serialize(t, ws)}\n\n`));
+          const s = spied(plan);
+          const fast = core('text/event-stream', s.plan);
+          const full = core('text/event-stream', plan, false);
+          for (const [i, chunk] of chunks.entries()) {
+            const before = s.work();
+            const got = concat(fast.push(chunk));
+            expect(show(got)).toBe(show(concat(full.push(chunk))));
+            if (i > 0 && s.work() === before) {
+              decided++;
+              expect(show(got)).toBe(show(chunk)); // the fast path only ever passes bytes through
+            }
+          }
+          expect(show(concat(fast.end()))).toBe(show(concat(full.end())));
+        },
+      ),
+      { numRuns: 400 },
+    );
+    expect(decided).toBeGreaterThan(100);
+  });
+
+  it('NDJSON: same bytes as the full path for random lines, plans and chunkings', () => {
+    fc.assert(
+      fc.property(
+        planArb,
+        fc.array(
+          fc.oneof(
+            fc.tuple(jsonTree, oneLineWs).map(([t, ws]) => serialize(t, ws)),
+            fc.constantFrom('', '  ', 'not json a@b.io', '{"broken":'),
+          ),
+          { maxLength: 8 },
+        ),
+        fc.constantFrom('\n', '\r\n'),
+        fc.boolean(),
+        fc.boolean(),
+        charset,
+        (plan, lines, nl, trailing, bom, cs) => {
+          const text = (bom ? '\uFEFF' : '') + lines.join(nl) + (trailing ? nl : '');
+          expectSameAsFullPath(`application/x-ndjson${cs}`, plan, enc.encode(text));
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it('JSON bodies: same bytes as the full path', () => {
+    fc.assert(
+      fc.property(planArb, jsonTree, anyWs, fc.boolean(), (plan, tree, ws, bom) => {
+        const bytes = enc.encode((bom ? '\uFEFF' : '') + serialize(tree, ws));
+        const full = show(runFilterCore(core('application/json', plan, false), bytes));
+        expect(show(runFilterCore(core('application/json', plan), bytes))).toBe(full);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe('raw fast path, targeted cases', () => {
+  const plan = builtInPlan([[...KINDS]]);
+  const first = 'data: {"first":true}\n\n';
+  const sse = (text: string) => enc.encode(first + text);
+
+  /** Filters `text` after a first event; reports the output and whether the full path ran for it. */
+  function run(contentType: string, text: string, splits: number[] = []) {
+    const s = spied(plan);
+    const c = core(contentType, s.plan);
+    const head = contentType.includes('event-stream') ? first : '{"first":true}\n';
+    c.push(enc.encode(head));
+    const before = s.work();
+    const out = streamed(c, enc.encode(text), splits);
+    expectSameAsFullPath(contentType, plan, enc.encode(head + text));
+    return { out: Buffer.from(out).toString('utf8'), fullPath: s.work() > before };
+  }
+
+  it('emits clean events as their own bytes without decoding or parsing them', () => {
+    const text =
+      'data: {"id":"chatcmpl-9xKq3Rj2mZ","created":1717495200,"model":"model-2024-05-13","choices":[{"index":0,"delta":{"content":" token37"}}]}\n\n' +
+      'event: content_block_delta\r\ndata:{"type":"content_block_delta","delta":{"text":"Hello"}}\r\n\r\n' +
+      'id: 5\rdata: [1, 2.5, "ünï 😀", null]\r\r' +
+      'event: ping\n\n';
+    expect(run('text/event-stream', text)).toEqual({ out: text, fullPath: false });
+  });
+
+  it('escapes always take the full path: "\\u0040" is an "@"', () => {
+    expect(run('text/event-stream', 'data: {"m":"a\\u0040b.io"}\n\n')).toEqual({
+      out: 'data: {"m":"[REDACTED_EMAIL]"}\n\n',
+      fullPath: true,
+    });
+    // An escaped backslash before "u0040" is not an "@": unchanged, but decided by the full path.
+    expect(run('text/event-stream', 'data: {"m":"a\\\\u0040b.io"}\n\n')).toEqual({
+      out: 'data: {"m":"a\\\\u0040b.io"}\n\n',
+      fullPath: true,
+    });
+    expect(run('text/event-stream', 'data: {"p":"C:\\\\dir\\\\10.0.0.1"}\n\n')).toEqual({
+      out: 'data: {"p":"C:\\\\dir\\\\[REDACTED_IP]"}\n\n',
+      fullPath: true,
+    });
+    expect(run('application/x-ndjson', '{"m":"\\u0034111 1111 1111 1111"}\n')).toEqual({
+      out: '{"m":"[REDACTED_CREDIT_CARD]"}\n',
+      fullPath: true,
+    });
+  });
+
+  it('keys with triggers take the full path, which leaves keys alone', () => {
+    const text = 'data: {"jane@example.com":"x","4111 1111 1111 1111":1,"10.0.0.1":null}\n\n';
+    expect(run('text/event-stream', text)).toEqual({ out: text, fullPath: true });
+  });
+
+  it('numbers that redaction may change take the full path', () => {
+    expect(run('text/event-stream', 'data: {"n":4111111111111111}\n\n').out).toBe(
+      'data: {"n":"[REDACTED_CREDIT_CARD]"}\n\n',
+    );
+    expect(run('text/event-stream', 'data: {"n":4.111111111111111e15}\n\n').out).toBe(
+      'data: {"n":"[REDACTED_CREDIT_CARD]"}\n\n',
+    );
+    expect(run('text/event-stream', 'data: {"n":123456789012}\n\n')).toEqual({
+      out: 'data: {"n":123456789012}\n\n',
+      fullPath: true,
+    });
+    expect(run('text/event-stream', 'data: {"n":12345678901,"x":1.5e-7}\n\n').fullPath).toBe(false);
+  });
+
+  it('decides an event split across chunks, at every split point, like the whole event', () => {
+    const clean = 'data: {"text":"ünï 😀 hello","n":42}\r\n\r\n';
+    const pii = 'data: {"text":"ünï 😀 jane.doe@example.com"}\r\n\r\n';
+    const cleanBytes = enc.encode(clean);
+    for (let i = 0; i <= cleanBytes.length; i++) {
+      expect(run('text/event-stream', clean, [i])).toEqual({ out: clean, fullPath: false });
+      expect(run('text/event-stream', clean + pii, [i, i + 2, cleanBytes.length + i]).out).toBe(
+        `${clean}data: {"text":"ünï 😀 [REDACTED_EMAIL]"}\n\n`,
+      );
+    }
+  });
+
+  it('leaves comments, several data lines and the first event (BOM) to the full path', () => {
+    expect(run('text/event-stream', ': from 10.0.0.1\ndata: {"a":1}\n\n')).toEqual({
+      out: ': from [REDACTED_IP]\ndata: {"a":1}\n\n',
+      fullPath: true,
+    });
+    expect(run('text/event-stream', 'data: {"a":\ndata: "x@y.io"}\n\n')).toEqual({
+      out: 'data: {"a":"[REDACTED_EMAIL]"}\n\n',
+      fullPath: true,
+    });
+    expect(run('text/event-stream', 'data: {"a":\ndata: 1}\n\n').fullPath).toBe(true);
+    const bom = enc.encode('\uFEFFdata: {"m":"a@b.io"}\n\n');
+    expect(Buffer.from(runFilterCore(core('text/event-stream', plan), bom)).toString('utf8')).toBe(
+      '\uFEFFdata: {"m":"[REDACTED_EMAIL]"}\n\n',
+    );
+    expectSameAsFullPath('text/event-stream', plan, bom);
+  });
+
+  it('NDJSON and JSON bodies: clean ones pass as bytes, the rest as before', () => {
+    expect(run('application/x-ndjson', '{"a":"b"}\r\n{"c": [1, 2]}\n\n  \n{"d":null}')).toEqual({
+      out: '{"a":"b"}\r\n{"c": [1, 2]}\n\n  \n{"d":null}',
+      fullPath: false,
+    });
+    expect(run('application/x-ndjson', '{"a":"b"}\n{"m":"a@b.io"}\n').out).toBe(
+      '{"a":"b"}\n{"m":"[REDACTED_EMAIL]"}\n',
+    );
+    const s = spied(plan);
+    const pretty = JSON.stringify({ a: ['b', { c: 'd' }], n: 1 }, null, 2);
+    expect(Buffer.from(runFilterCore(core('application/json', s.plan), enc.encode(pretty))).toString()).toBe(
+      pretty,
+    );
+    expect(s.work()).toBe(0);
+  });
+
+  it('still fails closed on JSON nested deeper than the full path allows', () => {
+    const deep = `data: ${'['.repeat(MAX_JSON_DEPTH + 2)}${']'.repeat(MAX_JSON_DEPTH + 2)}\n\n`;
+    expect(() => runFilterCore(core('text/event-stream', plan), sse(deep))).toThrow(ResponseFilterLimitError);
+    const body = enc.encode(`${'['.repeat(MAX_JSON_DEPTH + 2)}1${']'.repeat(MAX_JSON_DEPTH + 2)}`);
+    expect(() => runFilterCore(core('application/json', plan), body)).toThrow(ResponseFilterLimitError);
+  });
+
+  it('is off for plans with field rules or custom patterns', () => {
+    const withDeny = planResponse(
+      runtime({ rules: { response: [{ label: 'r', match: {}, filter: { denyFields: ['secret'] } }] } }),
+      ROUTE,
+    )!;
+    const input = 'data: {"first":1}\n\ndata: {"secret":"s","ok":1}\n\n';
+    expect(
+      Buffer.from(runFilterCore(core('text/event-stream', withDeny), enc.encode(input))).toString(),
+    ).toBe('data: {"first":1}\n\ndata: {"ok":1}\n\n');
+  });
+});

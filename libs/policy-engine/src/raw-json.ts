@@ -1,0 +1,293 @@
+/**
+ * The stream filters' raw fast path: decides from a payload's bytes alone, without decoding,
+ * JSON.parse or re-serialisation, that the full path would emit the payload unchanged. It only
+ * ever answers "unchanged" or "don't know"; "don't know" means the full path runs as before.
+ *
+ * Eligible plans (`rawJsonCheck`): no provider inbound filter, no rule with allowFields or
+ * denyFields, and every detector made by a built-in factory (any custom pattern: full path).
+ * For such a plan `filterJsonValue(v)` is `redactJsonValue(v, plan.detectors)`, which changes a
+ * value only through (response-filter.ts, redactWalk):
+ * - a string value (object keys are never redacted) for which `redactText` finds a match;
+ * - an integer with |v| >= 1e12 (with only built-ins, smaller numbers are returned as they are);
+ * - nesting deeper than MAX_JSON_DEPTH, which throws.
+ *
+ * `rawJsonEnd` (and `rawJsonUnchanged`) accepts a JSON text only when all of these hold:
+ * 1. It is JSON by the RFC 8259 grammar, which is exactly what JSON.parse accepts (a strict
+ *    validator; anything it does not know, such as a byte >= 0x80 outside a string, is a "no").
+ *    Without `lineBreaks` only space and tab count as whitespace, so the text cannot contain a
+ *    CR or LF at all (inside strings control characters are refused anyway): callers use this
+ *    to find the end of an SSE line and its JSON in one pass.
+ * 2. Containers nest at most RAW_MAX_DEPTH (< MAX_JSON_DEPTH) deep, so nothing throws.
+ * 3. Every number has at most 11 integer digits and no exponent or a negative one, so its value
+ *    is below 1e11 (rounding to a double is monotone, and 1e11 is exact) and is not redacted.
+ * 4. Every string literal, keys included (conservatively), has no backslash, so the decoded
+ *    value is exactly the text between the quotes; and satisfies none of the plan's MatchClues
+ *    (pii-detectors.ts), so no detector has a match in it and redactText returns it unchanged
+ *    (every text a detector is run on is a substring of the value: the value has no line break,
+ *    and long values are scanned in rounds over contiguous windows).
+ * Then JSON.parse succeeds, filterJsonValue returns its input, and the full path emits the
+ * original bytes: exactly what the fast path emits.
+ *
+ * Why bytes suffice: the codecs the filters use (UTF-8 with U+FFFD for invalid input, and the
+ * single-byte charsets) are ASCII-transparent (content-type.ts): every byte < 0x80 decodes to
+ * that same character, in order, and every run of bytes >= 0x80 to one or more characters
+ * >= U+0080. All JSON structure, every clue character ('@', '+', ':', '.', digits) and the line
+ * breaks are ASCII, so the checks above read the same on bytes as on the decoded text, and a
+ * non-ASCII byte is only accepted inside a string, where JSON.parse accepts any character.
+ */
+import { builtInClues } from './pii-detectors.js';
+import type { ResponsePlan } from './response-filter.js';
+import { MAX_JSON_DEPTH } from './response-filter.js';
+
+/** Deepest container nesting the fast path accepts; deeper JSON takes the full path. */
+export const RAW_MAX_DEPTH = 64;
+if (RAW_MAX_DEPTH >= MAX_JSON_DEPTH) throw new Error('RAW_MAX_DEPTH must stay below MAX_JSON_DEPTH');
+
+/** Integer digits a number may have and still be certain to stay below 1e12 (the redaction bound). */
+const MAX_INT_DIGITS = 11;
+
+/** Per-plan thresholds: a string literal is suspicious when any clue of any detector holds. */
+export interface RawJsonCheck {
+  /** Least digits that alone make a literal suspicious (Infinity: none). */
+  readonly digits: number;
+  /** Least digits that make a literal holding '@' (':', '+', '.') suspicious. */
+  readonly at: number;
+  readonly colon: number;
+  readonly plus: number;
+  readonly dot: number;
+  /** Scratch stack of open containers; the check is synchronous, so one per filter suffices. */
+  readonly stack: Uint8Array;
+}
+
+/**
+ * The fast-path check for a plan, or null when the plan needs the full path. Mirrors the
+ * conditions filterJsonValue and redactJsonValue use (truthiness of inbound, allowFields,
+ * denyFields), so a change there must be reflected here.
+ */
+export function rawJsonCheck(plan: ResponsePlan): RawJsonCheck | null {
+  if (plan.inbound) return null;
+  for (const rule of plan.rules) if (rule.allowFields || rule.denyFields) return null;
+  let digits = Infinity;
+  let at = Infinity;
+  let colon = Infinity;
+  let plus = Infinity;
+  let dot = Infinity;
+  for (const d of plan.detectors) {
+    const clues = builtInClues(d);
+    if (clues === null) return null;
+    for (const c of clues) {
+      switch (c.char) {
+        case null:
+          digits = Math.min(digits, c.digits);
+          break;
+        case '@':
+          at = Math.min(at, c.digits);
+          break;
+        case ':':
+          colon = Math.min(colon, c.digits);
+          break;
+        case '+':
+          plus = Math.min(plus, c.digits);
+          break;
+        case '.':
+          dot = Math.min(dot, c.digits);
+          break;
+      }
+    }
+  }
+  return { digits, at, colon, plus, dot, stack: new Uint8Array(RAW_MAX_DEPTH) };
+}
+
+// Byte classes inside a string literal.
+const K_DIGIT = 1;
+const K_AT = 2;
+const K_COLON = 4;
+const K_PLUS = 8;
+const K_DOT = 16;
+const K_QUOTE = 32; // the closing quote
+const K_STOP = 64; // a backslash (escape: full path) or a control character (not JSON)
+
+const STRING_CLASS = (() => {
+  const t = new Uint8Array(256);
+  for (let c = 0; c < 0x20; c++) t[c] = K_STOP;
+  for (let c = 0x30; c <= 0x39; c++) t[c] = K_DIGIT;
+  t[0x40] = K_AT;
+  t[0x3a] = K_COLON;
+  t[0x2b] = K_PLUS;
+  t[0x2e] = K_DOT;
+  t[0x22] = K_QUOTE;
+  t[0x5c] = K_STOP;
+  return t;
+})();
+
+const QUOTE = 0x22;
+const COMMA = 0x2c;
+const MINUS = 0x2d;
+const DOT = 0x2e;
+const ZERO = 0x30;
+const NINE = 0x39;
+const COLON = 0x3a;
+const LBRACKET = 0x5b;
+const RBRACKET = 0x5d;
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+
+const isDigit = (c: number): boolean => c >= ZERO && c <= NINE;
+
+/** Skips JSON whitespace; line breaks only when `lineBreaks` is set. */
+function skipWs(b: Uint8Array, i: number, end: number, lineBreaks: boolean): number {
+  while (i < end) {
+    const c = b[i]!;
+    if (c === 0x20 || c === 0x09 || (lineBreaks && (c === 0x0a || c === 0x0d))) i++;
+    else break;
+  }
+  return i;
+}
+
+/**
+ * Reads a string literal whose opening quote is at i - 1. Returns the index after the closing
+ * quote, or -1 when the literal is unterminated, not JSON, escaped, or may hold a match.
+ */
+function scanString(b: Uint8Array, i: number, end: number, check: RawJsonCheck): number {
+  let digits = 0;
+  let flags = 0;
+  for (;;) {
+    if (i >= end) return -1;
+    const k = STRING_CLASS[b[i++]!]!;
+    if (k === 0) continue;
+    if (k === K_DIGIT) digits++;
+    else if (k === K_QUOTE) break;
+    else if (k === K_STOP) return -1;
+    else flags |= k;
+  }
+  if (digits === 0 && flags === 0) return i;
+  const suspicious =
+    digits >= check.digits ||
+    ((flags & K_AT) !== 0 && digits >= check.at) ||
+    ((flags & K_COLON) !== 0 && digits >= check.colon) ||
+    ((flags & K_PLUS) !== 0 && digits >= check.plus) ||
+    ((flags & K_DOT) !== 0 && digits >= check.dot);
+  return suspicious ? -1 : i;
+}
+
+/**
+ * Reads a number starting at i (a '-' or a digit). Returns the index after it, or -1 when it is
+ * not a JSON number or its value might reach the redaction bound (see condition 3 above).
+ */
+function scanNumber(b: Uint8Array, i: number, end: number): number {
+  if (b[i] === MINUS) i++;
+  const intStart = i;
+  if (i >= end) return -1;
+  if (b[i] === ZERO) i++;
+  else if (isDigit(b[i]!)) while (i < end && isDigit(b[i]!)) i++;
+  else return -1;
+  if (i - intStart > MAX_INT_DIGITS) return -1;
+  if (i < end && b[i] === DOT) {
+    const fracStart = ++i;
+    while (i < end && isDigit(b[i]!)) i++;
+    if (i === fracStart) return -1;
+  }
+  if (i < end && (b[i] === 0x65 || b[i] === 0x45)) {
+    // "e"/"E": only a negative exponent keeps the value below its integer part.
+    if (++i >= end || b[i] !== MINUS) return -1;
+    const expStart = ++i;
+    while (i < end && isDigit(b[i]!)) i++;
+    if (i === expStart) return -1;
+  }
+  return i;
+}
+
+const TRUE = [0x74, 0x72, 0x75, 0x65];
+const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
+const NULL = [0x6e, 0x75, 0x6c, 0x6c];
+
+function scanWord(b: Uint8Array, i: number, end: number, word: readonly number[]): number {
+  if (end - i < word.length) return -1;
+  for (let k = 0; k < word.length; k++) if (b[i + k] !== word[k]) return -1;
+  return i + word.length;
+}
+
+/** Reads `"key" :` at i; returns the index after the colon or -1. */
+function scanKey(b: Uint8Array, i: number, end: number, check: RawJsonCheck, lineBreaks: boolean): number {
+  if (i >= end || b[i] !== QUOTE) return -1;
+  i = scanString(b, i + 1, end, check);
+  if (i === -1) return -1;
+  i = skipWs(b, i, end, lineBreaks);
+  return i < end && b[i] === COLON ? i + 1 : -1;
+}
+
+/**
+ * Reads one JSON value from `start`, with whitespace around it, and returns where the
+ * whitespace after it ends: `b[start, result)` is JSON that the full path provably leaves
+ * unchanged for the plan `check` was made from (see the module comment). Reading stops at the
+ * first byte that cannot follow the value (or at `end`); the caller decides what may come
+ * there. -1 means "take the full path".
+ */
+export function rawJsonEnd(
+  b: Uint8Array,
+  start: number,
+  end: number,
+  check: RawJsonCheck,
+  lineBreaks: boolean,
+): number {
+  const stack = check.stack;
+  let depth = 0;
+  let i = start;
+  for (;;) {
+    // A value.
+    i = skipWs(b, i, end, lineBreaks);
+    if (i >= end) return -1;
+    const c = b[i]!;
+    if (c === LBRACE || c === LBRACKET) {
+      if (depth === RAW_MAX_DEPTH) return -1;
+      i = skipWs(b, i + 1, end, lineBreaks);
+      if (i < end && b[i] === (c === LBRACE ? RBRACE : RBRACKET)) {
+        i++; // an empty container is a complete value
+      } else {
+        stack[depth++] = c;
+        if (c === LBRACE) {
+          i = scanKey(b, i, end, check, lineBreaks);
+          if (i === -1) return -1;
+        }
+        continue; // its first member's value
+      }
+    } else if (c === QUOTE) {
+      i = scanString(b, i + 1, end, check);
+    } else if (c === MINUS || isDigit(c)) {
+      i = scanNumber(b, i, end);
+    } else if (c === 0x74) {
+      i = scanWord(b, i, end, TRUE);
+    } else if (c === 0x66) {
+      i = scanWord(b, i, end, FALSE);
+    } else if (c === 0x6e) {
+      i = scanWord(b, i, end, NULL);
+    } else {
+      return -1;
+    }
+    if (i === -1) return -1;
+    // After a value: close containers until a comma leads to the next value, or the text ends.
+    for (;;) {
+      i = skipWs(b, i, end, lineBreaks);
+      if (depth === 0) return i;
+      if (i >= end) return -1;
+      const top = stack[depth - 1];
+      const d = b[i]!;
+      if (d === COMMA) {
+        i++;
+        if (top === LBRACE) {
+          i = scanKey(b, skipWs(b, i, end, lineBreaks), end, check, lineBreaks);
+          if (i === -1) return -1;
+        }
+        break;
+      }
+      if (d !== (top === LBRACE ? RBRACE : RBRACKET)) return -1;
+      depth--;
+      i++;
+    }
+  }
+}
+
+/** True only if all of `b[start, end)` is JSON the full path provably leaves unchanged. */
+export function rawJsonUnchanged(b: Uint8Array, start: number, end: number, check: RawJsonCheck): boolean {
+  return rawJsonEnd(b, start, end, check, true) === end;
+}
