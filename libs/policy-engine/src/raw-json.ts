@@ -20,7 +20,8 @@
  * 2. Containers nest at most RAW_MAX_DEPTH (< MAX_JSON_DEPTH) deep, so nothing throws.
  * 3. Every number has at most 11 integer digits and no exponent or a negative one, so its value
  *    is below 1e11 (rounding to a double is monotone, and 1e11 is exact) and is not redacted.
- * 4. Every string literal, keys included (conservatively), has no backslash, so the decoded
+ * 4. No object repeats a key (JSON.parse would drop the earlier value, which the full path
+ *    then re-serialises away), and every string literal, keys included (conservatively), has no backslash, so the decoded
  *    value is exactly the text between the quotes; and satisfies none of the plan's MatchClues
  *    (pii-detectors.ts), so no detector has a match in it and redactText returns it unchanged
  *    (every text a detector is run on is a substring of the value: the value has no line break,
@@ -57,6 +58,8 @@ export interface RawJsonCheck {
   readonly dot: number;
   /** Scratch stack of open containers; the check is synchronous, so one per filter suffices. */
   readonly stack: Uint8Array;
+  /** Per open object: hashes of the keys seen so far (duplicate keys force the full path). */
+  readonly keys: number[][];
 }
 
 /**
@@ -95,7 +98,15 @@ export function rawJsonCheck(plan: ResponsePlan): RawJsonCheck | null {
       }
     }
   }
-  return { digits, at, colon, plus, dot, stack: new Uint8Array(RAW_MAX_DEPTH) };
+  return {
+    digits,
+    at,
+    colon,
+    plus,
+    dot,
+    stack: new Uint8Array(RAW_MAX_DEPTH),
+    keys: Array.from({ length: RAW_MAX_DEPTH }, () => []),
+  };
 }
 
 // Byte classes inside a string literal.
@@ -207,11 +218,34 @@ function scanWord(b: Uint8Array, i: number, end: number, word: readonly number[]
   return i + word.length;
 }
 
-/** Reads `"key" :` at i; returns the index after the colon or -1. */
-function scanKey(b: Uint8Array, i: number, end: number, check: RawJsonCheck, lineBreaks: boolean): number {
+/**
+ * Reads `"key" :` at i for the object open at `level`; returns the index after the colon or -1.
+ * A key repeated in one object forces the full path: JSON.parse keeps the last value, so the
+ * raw bytes would carry an earlier one that the full path re-serialises away. Keys are compared
+ * by a hash of their bytes (a collision only sends the payload to the full path, the safe side),
+ * and a non-ASCII key also takes the full path (distinct invalid UTF-8 runs decode alike).
+ */
+function scanKey(
+  b: Uint8Array,
+  i: number,
+  end: number,
+  check: RawJsonCheck,
+  lineBreaks: boolean,
+  level: number,
+): number {
   if (i >= end || b[i] !== QUOTE) return -1;
-  i = scanString(b, i + 1, end, check);
+  const from = i + 1;
+  i = scanString(b, from, end, check);
   if (i === -1) return -1;
+  let h = 0x811c9dc5;
+  for (let k = from; k < i - 1; k++) {
+    const c = b[k]!;
+    if (c >= 0x80) return -1;
+    h = Math.imul(h ^ c, 0x01000193);
+  }
+  const seen = check.keys[level]!;
+  if (seen.includes(h)) return -1;
+  seen.push(h);
   i = skipWs(b, i, end, lineBreaks);
   return i < end && b[i] === COLON ? i + 1 : -1;
 }
@@ -246,7 +280,8 @@ export function rawJsonEnd(
       } else {
         stack[depth++] = c;
         if (c === LBRACE) {
-          i = scanKey(b, i, end, check, lineBreaks);
+          check.keys[depth - 1]!.length = 0;
+          i = scanKey(b, i, end, check, lineBreaks, depth - 1);
           if (i === -1) return -1;
         }
         continue; // its first member's value
@@ -275,7 +310,7 @@ export function rawJsonEnd(
       if (d === COMMA) {
         i++;
         if (top === LBRACE) {
-          i = scanKey(b, skipWs(b, i, end, lineBreaks), end, check, lineBreaks);
+          i = scanKey(b, skipWs(b, i, end, lineBreaks), end, check, lineBreaks, depth - 1);
           if (i === -1) return -1;
         }
         break;

@@ -372,6 +372,26 @@ describe('JSON responses requested as a stream', () => {
   });
 });
 
+describe('duplicate JSON keys cannot smuggle an unfiltered value', () => {
+  // JSON.parse keeps the last duplicate; a client may keep the first. The earlier value must
+  // never leave as it came, whatever the last one is.
+  const sneaky = '{"note":"x@y.io","note":"plain"}';
+
+  it('re-serialises an SSE event whose parsed value looked unchanged', () => {
+    const out = dec.decode(buffered('text/event-stream', enc.encode(`data: ${sneaky}\n\n`)));
+    expect(out).not.toContain('x@y.io');
+    expect(out).toBe('data: {"note":"plain"}\n\n');
+  });
+
+  it('does the same for NDJSON lines and buffered JSON bodies', () => {
+    const nd = dec.decode(buffered('application/x-ndjson', enc.encode(`${sneaky}\n`)));
+    expect(nd).not.toContain('x@y.io');
+    const body = dec.decode(buffered('application/json', enc.encode(sneaky)));
+    expect(body).not.toContain('x@y.io');
+    expect(JSON.parse(body)).toEqual({ note: 'plain' });
+  });
+});
+
 describe('stream wrappers', () => {
   it('returns null (pass bytes through) with no rules, for binary types and for text with only field rules', () => {
     expect(createResponseFilterStream('text/event-stream', runtime(), ROUTE)).toBeNull();

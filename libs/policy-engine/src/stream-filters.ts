@@ -25,6 +25,7 @@
 import { Transform } from 'node:stream';
 import type { TextCodec } from './content-type.js';
 import { classifyContentType, codecFor } from './content-type.js';
+import { findDuplicateKey } from './json-util.js';
 import { ByteBuffer } from './byte-buffer.js';
 import { ResponseFilterLimitError } from './errors.js';
 import type { RawJsonCheck } from './raw-json.js';
@@ -79,7 +80,11 @@ function filterPayload(text: string, plan: ResponsePlan): string | null {
   }
   if (isJson) {
     const out = filterJsonValue(parsed, plan);
-    return out === parsed ? null : (JSON.stringify(out) ?? 'null');
+    if (out !== parsed) return JSON.stringify(out) ?? 'null';
+    // Unchanged as parsed — but JSON.parse keeps only the last of duplicate keys, so the original
+    // bytes may still carry an earlier, unfiltered value that another client would read. Such a
+    // payload is re-serialised: what leaves is exactly the value that was filtered.
+    return findDuplicateKey(text) === null ? null : (JSON.stringify(out) ?? 'null');
   }
   const redacted = redactText(text, plan.detectors);
   return redacted === text ? null : redacted;
