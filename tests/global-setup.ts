@@ -1,11 +1,12 @@
 /**
  * Finds real PostgreSQL and NATS for integration tests, in the order DESIGN.md fixes:
- * DATABASE_URL / NATS_URL, then the local default ports. (testcontainers would come third,
- * but only where a Docker engine answers; none does on these machines, see docs/decisions.)
+ * DATABASE_URL / NATS_URL, then the local default ports, then testcontainers where a Docker
+ * engine answers (loaded only then: these machines have none, see docs/decisions/0005).
  * With CI=true a missing service fails the run; elsewhere dependent suites skip with a reason.
  *
  * Each run gets its own database and its own bus prefix, so runs never share state.
  */
+import { existsSync } from 'node:fs';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import type { TestProject } from 'vitest/node';
@@ -38,14 +39,62 @@ function hostPort(url: string, defPort: number): { host: string; port: number } 
   return { host: u.hostname || '127.0.0.1', port: Number(u.port || defPort) };
 }
 
+function dockerEngineAvailable(): boolean {
+  return Boolean(process.env.DOCKER_HOST) || existsSync('/var/run/docker.sock');
+}
+
+interface Started {
+  url: string;
+  stop(): Promise<unknown>;
+}
+
+/** Third source: containers, only where a Docker engine answers. Null when none can start. */
+async function startContainer(kind: 'postgres' | 'nats'): Promise<Started | null> {
+  if (!dockerEngineAvailable()) return null;
+  try {
+    if (kind === 'postgres') {
+      const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
+      const c = await new PostgreSqlContainer('postgres:15').start();
+      return { url: c.getConnectionUri(), stop: () => c.stop() };
+    }
+    const { GenericContainer, Wait } = await import('testcontainers');
+    const c = await new GenericContainer('nats:2.10')
+      .withCommand(['-js'])
+      .withExposedPorts(4222)
+      .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+      .start();
+    return { url: `nats://${c.getHost()}:${c.getMappedPort(4222)}`, stop: () => c.stop() };
+  } catch (err) {
+    console.error(`testcontainers could not start ${kind}: ${(err as Error).message}`);
+    return null;
+  }
+}
+
 export default async function setup(project: TestProject) {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   const missing: string[] = [];
+  const containers: Started[] = [];
 
-  const adminUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
-  const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-  const pg = hostPort(adminUrl, 5432);
-  const nats = hostPort(natsUrl.split(',')[0]!.replace(/^nats:/, 'http:'), 4222);
+  let adminUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  let natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  let pg = hostPort(adminUrl, 5432);
+  let nats = hostPort(natsUrl.split(',')[0]!.replace(/^nats:/, 'http:'), 4222);
+  if (!(await reachable(pg.host, pg.port))) {
+    const c = await startContainer('postgres');
+    if (c) {
+      containers.push(c);
+      adminUrl = c.url;
+      pg = hostPort(adminUrl, 5432);
+    }
+  }
+  if (!(await reachable(nats.host, nats.port))) {
+    const c = await startContainer('nats');
+    if (c) {
+      containers.push(c);
+      natsUrl = c.url;
+      nats = hostPort(natsUrl.replace(/^nats:/, 'http:'), 4222);
+    }
+  }
 
   let databaseUrl = '';
   let dropDatabase: (() => Promise<void>) | undefined;
@@ -71,5 +120,6 @@ export default async function setup(project: TestProject) {
 
   return async () => {
     if (dropDatabase && !process.env.VLT_KEEP_TEST_DB) await dropDatabase();
+    for (const c of containers) await c.stop();
   };
 }
