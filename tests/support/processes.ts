@@ -88,7 +88,9 @@ export class ServiceProcess {
   async start(): Promise<void> {
     if (this.running) throw new Error(`${this.label} is already running`);
     const entry = path.join('services', this.service, 'src', 'main.ts');
-    const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+    // VLT_SERVICE_NODE_ARGS passes flags such as --cpu-prof to every service (profiling a bench).
+    const extra = (process.env.VLT_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const child = spawn(process.execPath, [...extra, '--import', 'tsx', entry], {
       cwd: repoRoot,
       env: { ...baseEnv(), ...this.env, PORT: String(this.port) },
       stdio: ['ignore', 'pipe', 'pipe'],

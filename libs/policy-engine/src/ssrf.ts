@@ -70,6 +70,20 @@ export function validateCidrList(cidrs: readonly string[]): string[] {
   return parseCidrList(cidrs).invalid.map((c) => `invalid CIDR "${c}"`);
 }
 
+// The allow list is the same operator setting on every call, so its parse is memoised by its
+// text. A pure cache: same input, same ranges; bounded so arbitrary lists cannot grow it.
+const parsedAllowLists = new Map<string, readonly Cidr[]>();
+function allowRanges(cidrs: readonly string[]): readonly Cidr[] {
+  const key = cidrs.join(',');
+  let ranges = parsedAllowLists.get(key);
+  if (!ranges) {
+    ranges = parseCidrList(cidrs).ranges;
+    if (parsedAllowLists.size >= 32) parsedAllowLists.clear();
+    parsedAllowLists.set(key, ranges);
+  }
+  return ranges;
+}
+
 function inRanges(addr: Address, ranges: readonly Cidr[]): boolean {
   for (const [net, bits] of ranges) {
     if (net.kind() === addr.kind() && addr.match(net, bits)) return true;
@@ -93,7 +107,7 @@ export function blockedAddressReason(ip: string, allowCidrs: readonly string[] =
   if (addr.kind() === 'ipv6' && (addr as ipaddr.IPv6).isIPv4MappedAddress()) {
     addr = (addr as ipaddr.IPv6).toIPv4Address();
   }
-  if (allowCidrs.length > 0 && inRanges(addr, parseCidrList(allowCidrs).ranges)) return null;
+  if (allowCidrs.length > 0 && inRanges(addr, allowRanges(allowCidrs))) return null;
   if (addr.kind() === 'ipv4') return v4Reason(addr as ipaddr.IPv4);
   const v6 = addr as ipaddr.IPv6;
   if (v6.match(NAT64_WELL_KNOWN[0], NAT64_WELL_KNOWN[1])) {
