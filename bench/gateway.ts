@@ -216,9 +216,14 @@ async function main() {
         `vlt_bench_${runId}`,
       );
       cleanup.push(db.drop);
+      const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+      const { purgeNatsPrefix } = await import('@vlt/bus');
+      cleanup.push(async () => {
+        await purgeNatsPrefix({ servers: natsUrl, prefix: `bench${runId}` });
+      });
       const bus = {
         ...common,
-        NATS_URL: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+        NATS_URL: natsUrl,
         VLT_NATS_PREFIX: `bench${runId}`,
       };
       const cp = await group.start('control-plane', {

@@ -118,8 +118,17 @@ export default async function setup(project: TestProject) {
   project.provide('busPrefix', `t${runId}`);
   project.provide('servicesMissing', missing.join('; '));
 
+  const busPrefix = `t${runId}`;
   return async () => {
     if (dropDatabase && !process.env.VLT_KEEP_TEST_DB) await dropDatabase();
+    // Streams and buckets of this run (every suite derives its prefix from the run's) would
+    // otherwise pile up on a shared NATS server, run after run.
+    if (natsUp) {
+      const { purgeNatsPrefix } = await import('@vlt/bus');
+      await purgeNatsPrefix({ servers: natsUrl, prefix: busPrefix }).catch((err: Error) =>
+        console.error(`could not remove this run's NATS streams: ${err.message}`),
+      );
+    }
     for (const c of containers) await c.stop();
   };
 }

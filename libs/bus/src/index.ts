@@ -22,6 +22,6 @@ export type {
   StreamMessage,
 } from './bus.js';
 export { busNames, type BusNames } from './names.js';
-export { createNatsBus, destroyNatsBusState, type NatsBusOptions } from './nats-bus.js';
+export { createNatsBus, destroyNatsBusState, purgeNatsPrefix, type NatsBusOptions } from './nats-bus.js';
 export { createInProcessBus, type InProcessBusOptions } from './in-process-bus.js';
 export { createBus, type CreateBusOptions } from './create-bus.js';

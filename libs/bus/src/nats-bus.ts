@@ -700,3 +700,44 @@ export async function destroyNatsBusState(opts: {
     await nc.close();
   }
 }
+
+/**
+ * Deletes every stream and KV bucket created under `prefix` or any prefix that starts with it
+ * (test runs derive per-suite prefixes from one run prefix). For test teardown and operators
+ * removing an environment; never call it with a prefix that live services use.
+ */
+export async function purgeNatsPrefix(opts: {
+  servers: string | string[];
+  prefix: string;
+}): Promise<string[]> {
+  if (!/^[A-Za-z0-9_-]{4,}$/.test(opts.prefix))
+    throw new BusError('refusing to purge a short or unusual prefix');
+  const events = opts.prefix.toUpperCase().replace(/-/g, '_');
+  const nc = await connect({ servers: opts.servers }).catch((err: unknown) => {
+    throw new BusError(`cannot connect to NATS at ${String(opts.servers)}: ${errorMessage(err)}`, {
+      cause: err,
+    });
+  });
+  try {
+    const jsm = await jetstreamManager(nc);
+    const doomed: string[] = [];
+    for await (const s of jsm.streams.list()) {
+      const name = s.config.name;
+      if (name.startsWith(`KV_${opts.prefix}`) || (name.startsWith(events) && name.endsWith('_EVENTS')))
+        doomed.push(name);
+    }
+    const deleted: string[] = [];
+    for (const name of doomed) {
+      try {
+        await jsm.streams.delete(name);
+        deleted.push(name);
+      } catch (err) {
+        if (!isApiError(err, JetStreamApiCodes.StreamNotFound))
+          throw wrap(err, `cannot delete stream ${name}`);
+      }
+    }
+    return deleted;
+  } finally {
+    await nc.close();
+  }
+}
