@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe } from 'vitest';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { ProcessGroup, freePort } from '../support/processes.js';
-import { gatewayScenario, type ScenarioEnv } from './gateway-scenario.js';
+import { gatewayScenario, scenarioEnv, type ScenarioEnv } from './gateway-scenario.js';
 
 describe('all-in-one shape', () => {
   const group = new ProcessGroup();
@@ -25,19 +25,9 @@ describe('all-in-one shape', () => {
         VLT_MASTER_KEY: fx.masterKey,
       },
     });
-    const f = fx;
-    env = {
-      controlPlane: aio.baseUrl,
-      dataPlanes: [aio.baseUrl],
-      publicBaseUrl,
-      mock: f.mock,
-      mockDown: f.mockDown,
-      mockAccount: f.mockAccount,
-      mockDownAccount: f.mockDownAccount,
-      tripwires: f.tripwires,
-      masterKey: f.masterKey,
-      logs: () => group.allLines(),
-    };
+    env = scenarioEnv(fx, { controlPlane: aio.baseUrl, dataPlanes: [aio.baseUrl], publicBaseUrl }, () =>
+      group.allLines(),
+    );
   }, 180_000);
 
   afterAll(async () => {

@@ -47,6 +47,7 @@ import {
 } from '../support/api-client.js';
 import { parseCsv } from '../support/csv.js';
 import type { MockIssueTracker } from '../support/mock-issue-tracker.js';
+import type { E2eFixtures } from '../support/e2e-fixtures.js';
 import type { LogLine } from '../support/processes.js';
 import { SecretBag } from '../support/secrets.js';
 import type { Tripwires } from '../support/tripwire.js';
@@ -108,6 +109,24 @@ async function staleness(probe: () => Promise<HttpResult>, want: number, maxMs =
       return `diagnosis: answered ${want} only ${Date.now() - t0} ms later (attempt ${n + 1}): stale cache`;
   }
   return `diagnosis: still not ${want} after ${maxMs} ms`;
+}
+
+/** The scenario's environment from the shared fixtures and where each process listens. */
+export function scenarioEnv(
+  f: E2eFixtures,
+  where: { controlPlane: string; dataPlanes: string[]; publicBaseUrl: string },
+  logs: () => LogLine[],
+): ScenarioEnv {
+  return {
+    ...where,
+    mock: f.mock,
+    mockDown: f.mockDown,
+    mockAccount: f.mockAccount,
+    mockDownAccount: f.mockDownAccount,
+    tripwires: f.tripwires,
+    masterKey: f.masterKey,
+    logs,
+  };
 }
 
 export function gatewayScenario(getEnv: () => ScenarioEnv): void {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe } from 'vitest';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { ProcessGroup, freePort } from '../support/processes.js';
 import { realServices } from '../support/services.js';
-import { gatewayScenario, type ScenarioEnv } from './gateway-scenario.js';
+import { gatewayScenario, scenarioEnv, type ScenarioEnv } from './gateway-scenario.js';
 
 const unavailable = !realServices.hasPostgres() || !realServices.hasNats();
 if (unavailable) console.warn(`split e2e skipped: ${realServices.missing()}`);
@@ -42,19 +42,11 @@ describe.skipIf(unavailable)(
         group.start('audit', { env: withDb }),
         group.start('notifier', { env: withDb }),
       ]);
-      const f = fx;
-      env = {
-        controlPlane: cp.baseUrl,
-        dataPlanes: [dp1!.baseUrl, dp2!.baseUrl],
-        publicBaseUrl,
-        mock: f.mock,
-        mockDown: f.mockDown,
-        mockAccount: f.mockAccount,
-        mockDownAccount: f.mockDownAccount,
-        tripwires: f.tripwires,
-        masterKey: f.masterKey,
-        logs: () => group.allLines(),
-      };
+      env = scenarioEnv(
+        fx,
+        { controlPlane: cp.baseUrl, dataPlanes: [dp1!.baseUrl, dp2!.baseUrl], publicBaseUrl },
+        () => group.allLines(),
+      );
     }, 180_000);
 
     afterAll(async () => {
