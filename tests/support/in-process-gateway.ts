@@ -16,6 +16,8 @@ import { realServices } from './services.js';
 
 export interface InProcessGateway {
   baseUrl: string;
+  /** The PostgreSQL database it uses, or undefined when it runs on embedded PGlite. */
+  databaseUrl: string | undefined;
   /** Every log line the gateway wrote (for secret-leak assertions). */
   logs: string[];
   close(): Promise<void>;
@@ -69,6 +71,7 @@ export async function startInProcessGateway(
   await gw.app.listen({ port, host: '127.0.0.1' });
   return {
     baseUrl: config.publicBaseUrl,
+    databaseUrl: base.DATABASE_URL,
     logs,
     async close() {
       await gw.close();

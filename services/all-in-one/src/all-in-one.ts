@@ -38,7 +38,8 @@ export async function startAllInOne(
   }
   // The in-process bus lives in this process only: a second such gateway on the same database
   // would publish this one's outbox to its own bus (and the other way round). Refuse it.
-  const exclusive = config.databaseUrl && !config.natsUrl ? await claimDatabase(config.databaseUrl) : null;
+  const exclusive =
+    config.databaseUrl && !config.natsUrl ? await claimDatabase(config.databaseUrl, logger) : null;
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, migrate: true });
   const names = busNames(config.natsPrefix);
   const bus = await createBus({ natsUrl: config.natsUrl, names, logger });
@@ -69,20 +70,26 @@ export async function startAllInOne(
   return {
     app,
     async close() {
-      await app.close();
-      await dp.stop();
-      await cp.stop();
-      await notifier.stop();
-      await audit.stop();
-      await bus.close();
-      await db.close();
-      await exclusive?.end();
+      try {
+        await app.close();
+        await dp.stop();
+        await cp.stop();
+        await notifier.stop();
+        await audit.stop();
+        await bus.close();
+      } finally {
+        await db.close();
+        await exclusive?.end();
+      }
     },
   };
 }
 
-async function claimDatabase(databaseUrl: string): Promise<pg.Client> {
+async function claimDatabase(databaseUrl: string, logger: FastifyBaseLogger): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: databaseUrl });
+  // A database restart ends this session (and the claim with it); an unhandled 'error' event
+  // would take the whole gateway down instead.
+  client.on('error', (err) => logger.warn({ err: err.message }, 'database claim connection lost'));
   await client.connect();
   const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(7311002) AS ok');
   if (!rows[0]?.ok) {
