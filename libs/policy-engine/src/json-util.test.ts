@@ -96,6 +96,39 @@ describe('findDuplicateKey', () => {
     expect(findDuplicateKey(text)).toBe(expected);
   });
 
+  it.each([
+    ['{"a\\"b":1,"a\\"b":2}', 'a"b'],
+    ['{"\\\\":1,"\\\\":2}', '\\'],
+    ['{"x":"\\\\","x":1}', 'x'],
+    ['{"x":"a\\\\\\"b","y":{"x":1}}', null],
+    [`{${Array.from({ length: 40 }, (_, i) => `"k${i}":${i}`).join(',')},"k7":0}`, 'k7'],
+  ])('escapes and large objects: %s', (text, expected) => {
+    JSON.parse(text);
+    expect(findDuplicateKey(text)).toBe(expected);
+  });
+
+  it('agrees with a plain reference scan on JSON with frequent duplicates and escapes', () => {
+    // Keys from a tiny alphabet, some spelled with escapes, so duplicates are common.
+    const key = fc.constantFrom('a', 'b', '\\u0061', 'a\\"', 'a\\\\', '\\\\');
+    const value: fc.Arbitrary<string> = fc.letrec<{ v: string }>((tie) => ({
+      v: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        fc.constantFrom('1', '"x"', '"\\\\"', '"\\""', '"{\\"a\\":1}"', 'null'),
+        fc.array(tie('v'), { maxLength: 4 }).map((xs) => `[${xs.join(',')}]`),
+        fc
+          .array(fc.tuple(key, tie('v')), { maxLength: 5 })
+          .map((kv) => `{${kv.map(([k, v]) => `"${k}":${v}`).join(',')}}`),
+      ),
+    })).v;
+    fc.assert(
+      fc.property(value, (text) => {
+        JSON.parse(text);
+        expect(findDuplicateKey(text)).toBe(referenceFindDuplicateKey(text));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it('never reports a duplicate in JSON.stringify output', () => {
     fc.assert(
       fc.property(fc.jsonValue(), (v) => {
@@ -104,3 +137,30 @@ describe('findDuplicateKey', () => {
     );
   });
 });
+
+/** The straightforward scan findDuplicateKey is optimised from: one JSON.parse per key. */
+function referenceFindDuplicateKey(text: string): string | null {
+  const stack: Array<{ keys: Set<string> | null; expectKey: boolean }> = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      const top = stack[stack.length - 1];
+      if (top?.keys && top.expectKey) {
+        const k = JSON.parse(text.slice(i, j + 1)) as string;
+        if (top.keys.has(k)) return k;
+        top.keys.add(k);
+        top.expectKey = false;
+      }
+      i = j;
+    } else if (c === '{') stack.push({ keys: new Set(), expectKey: true });
+    else if (c === '[') stack.push({ keys: null, expectKey: false });
+    else if (c === '}' || c === ']') stack.pop();
+    else if (c === ',') {
+      const top = stack[stack.length - 1];
+      if (top?.keys) top.expectKey = true;
+    }
+  }
+  return null;
+}

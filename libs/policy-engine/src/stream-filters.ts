@@ -125,72 +125,107 @@ class SseFilter implements ResponseFilterCore {
 
   push(chunk: Uint8Array): Uint8Array[] {
     const out: Uint8Array[] = [];
-    // With nothing pending, events are cut straight from the chunk (no copy); only a partial
-    // event at its end goes into the buffer.
-    const direct = this.buf.length === 0;
-    let view = direct ? chunk : (this.buf.append(chunk), this.buf.view());
-    if (direct && this.raw !== null && !this.atStreamStart && this.scan === 0 && this.lineStart === 0) {
-      // Raw fast path: whole events at the start of the chunk that provably stay unchanged are
-      // cut and emitted here, each exactly as the loop below would cut it and processEvent
-      // return it. The loop then carries on from the first event this could not decide.
-      let off = 0;
-      for (
-        let e = rawEventEnd(chunk, 0, this.raw, true);
-        e !== -1;
-        e = rawEventEnd(chunk, off, this.raw, true)
-      ) {
-        out.push(chunk.subarray(off, e));
-        off = e;
-      }
-      if (off > 0) view = chunk.subarray(off);
+    // Positions are indexes into `b`: the buffer while a partial event from an earlier chunk is
+    // being completed ("carried" bytes), then the chunk itself, so that events are cut from the
+    // chunk without copying and a run of unchanged events leaves as one view of it.
+    let carried = this.buf.length;
+    let b = chunk;
+    if (carried > 0) {
+      this.buf.append(chunk);
+      b = this.buf.view();
     }
+    let start = 0; // the current event's first byte
+    let runStart = 0; // first byte of unchanged events not emitted yet (direct mode)
     let i = this.scan;
-    // Next LF and CR at or after i (-1: none in the rest of the view). Native indexOf does the
-    // scanning; positions shift when an event is consumed, they are never searched twice.
-    let lf = view.indexOf(LF, i);
-    let cr = view.indexOf(CR, i);
+    let lineStart = this.lineStart;
+    if (carried === 0) i = lineStart = start = this.skipUnchanged(b, 0);
+    // Next LF and CR at or after i (-1: none in the rest of `b`). Native indexOf does the
+    // scanning; no byte is searched twice.
+    let lf = b.indexOf(LF, i);
+    let cr = b.indexOf(CR, i);
     for (;;) {
       const t = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr);
       if (t === -1) {
-        i = view.length;
+        i = b.length;
         break;
       }
       let termEnd: number;
       if (t === cr) {
-        if (t + 1 >= view.length) {
+        if (t + 1 >= b.length) {
           i = t; // a CRLF may be split across chunks: wait for the next byte
           break;
         }
-        termEnd = view[t + 1] === LF ? t + 2 : t + 1;
+        termEnd = b[t + 1] === LF ? t + 2 : t + 1;
       } else {
         termEnd = t + 1;
       }
-      if (lf !== -1 && lf < termEnd) lf = view.indexOf(LF, termEnd);
-      if (cr !== -1 && cr < termEnd) cr = view.indexOf(CR, termEnd);
-      if (t === this.lineStart) {
-        if (direct) {
-          out.push(this.processEvent(view.subarray(0, termEnd)));
-          view = view.subarray(termEnd);
-        } else {
-          out.push(this.processEvent(view.slice(0, termEnd)));
-          this.buf.consume(termEnd);
-          view = this.buf.view();
-        }
-        if (lf !== -1) lf -= termEnd;
-        if (cr !== -1) cr -= termEnd;
-        i = 0;
-        this.lineStart = 0;
+      if (lf !== -1 && lf < termEnd) lf = b.indexOf(LF, termEnd);
+      if (cr !== -1 && cr < termEnd) cr = b.indexOf(CR, termEnd);
+      if (t !== lineStart) {
+        lineStart = i = termEnd; // the end of a field line
         continue;
       }
-      this.lineStart = termEnd;
-      i = termEnd;
+      // A blank line: the event [start, termEnd) is complete.
+      if (carried > 0) {
+        // The buffer is reused by later appends, so what leaves it is copied.
+        out.push(this.processEvent(b.slice(start, termEnd)));
+        start = termEnd;
+        if (start < carried) {
+          i = lineStart = start;
+          continue;
+        }
+        // The rest lies in the chunk: carry on there.
+        start -= carried;
+        if (lf !== -1) lf -= carried;
+        if (cr !== -1) cr -= carried;
+        carried = 0;
+        this.buf.clear();
+        b = chunk;
+        runStart = start;
+      } else {
+        const event = b.subarray(start, termEnd);
+        const filtered = this.processEvent(event);
+        if (filtered !== event) {
+          if (start > runStart) out.push(b.subarray(runStart, start));
+          out.push(filtered);
+          runStart = termEnd;
+        }
+        start = termEnd;
+      }
+      const next = this.skipUnchanged(b, start);
+      if (next !== start) {
+        start = next;
+        if (lf !== -1 && lf < start) lf = b.indexOf(LF, start);
+        if (cr !== -1 && cr < start) cr = b.indexOf(CR, start);
+      }
+      i = lineStart = start;
     }
-    if (direct && view.length > 0) this.buf.append(view);
-    this.scan = i;
+    if (carried > 0) {
+      this.buf.consume(start);
+    } else {
+      if (start > runStart) out.push(b.subarray(runStart, start));
+      if (start < b.length) this.buf.append(b.subarray(start));
+    }
+    this.scan = i - start;
+    this.lineStart = lineStart - start;
     if (this.buf.length > this.limits.maxEventBytes) {
       throw new ResponseFilterLimitError(`event-stream event larger than ${this.limits.maxEventBytes} bytes`);
     }
     return out;
+  }
+
+  /**
+   * Raw fast path: the end of the run of complete events from `start` that provably stay
+   * unchanged, each exactly as push would cut it and processEvent return it (`start` when
+   * there is none or the path does not apply).
+   */
+  private skipUnchanged(b: Uint8Array, start: number): number {
+    // The first event goes the full way: it may start with a BOM, which must be stripped.
+    if (this.raw === null || this.atStreamStart) return start;
+    let off = start;
+    for (let e = rawEventEnd(b, off, this.raw, true); e !== -1; e = rawEventEnd(b, off, this.raw, true))
+      off = e;
+    return off;
   }
 
   end(): Uint8Array[] {
@@ -347,7 +382,6 @@ function parseField(content: string): { name: string; value: string } {
 
 class NdjsonFilter implements ResponseFilterCore {
   private readonly buf = new ByteBuffer();
-  private scan = 0;
   private atStreamStart = true;
 
   constructor(
@@ -359,27 +393,51 @@ class NdjsonFilter implements ResponseFilterCore {
 
   push(chunk: Uint8Array): Uint8Array[] {
     const out: Uint8Array[] = [];
-    this.buf.append(chunk);
-    let view = this.buf.view();
-    let nl = view.indexOf(LF, this.scan);
-    while (nl !== -1) {
-      out.push(this.processLine(view.slice(0, nl + 1), true));
-      this.buf.consume(nl + 1);
-      view = this.buf.view();
-      nl = view.indexOf(LF);
+    // As in SseFilter.push: a partial line carried from an earlier chunk is completed in the
+    // buffer (and copied out), the rest is cut from the chunk, unchanged runs as one view.
+    // The carried bytes hold no LF (they were searched), so the search starts in the chunk.
+    let b = chunk;
+    let nl: number;
+    if (this.buf.length > 0) {
+      nl = chunk.indexOf(LF);
+      if (nl === -1) {
+        this.buf.append(chunk);
+        this.checkLimit();
+        return out;
+      }
+      this.buf.append(chunk.subarray(0, nl + 1));
+      out.push(this.processLine(this.buf.view().slice(), true));
+      this.buf.clear();
+      b = chunk.subarray(nl + 1);
     }
-    this.scan = view.length;
+    let start = 0;
+    let runStart = 0;
+    for (nl = b.indexOf(LF); nl !== -1; nl = b.indexOf(LF, start)) {
+      const line = b.subarray(start, nl + 1);
+      const filtered = this.processLine(line, true);
+      if (filtered !== line) {
+        if (start > runStart) out.push(b.subarray(runStart, start));
+        out.push(filtered);
+        runStart = nl + 1;
+      }
+      start = nl + 1;
+    }
+    if (start > runStart) out.push(b.subarray(runStart, start));
+    if (start < b.length) this.buf.append(b.subarray(start));
+    this.checkLimit();
+    return out;
+  }
+
+  private checkLimit(): void {
     if (this.buf.length > this.limits.maxLineBytes) {
       throw new ResponseFilterLimitError(`NDJSON line larger than ${this.limits.maxLineBytes} bytes`);
     }
-    return out;
   }
 
   end(): Uint8Array[] {
     if (this.buf.length === 0) return [];
     const rest = this.buf.view().slice();
     this.buf.clear();
-    this.scan = 0;
     return [this.processLine(rest, false)];
   }
 
