@@ -41,11 +41,15 @@ export const DEFAULT_REPLACEMENTS = {
 
 /** A detector for an admin-supplied RE2 pattern. Empty matches are skipped, never replaced. */
 export function customDetector(regex: LinearRegex, replacement: string): Detector {
+  const reusable = regex.matcher('');
   return {
     name: 'custom',
     replacement,
     scan: (text) => {
-      const matcher = regex.matcher(text);
+      // One matcher per detector, re-pointed at each text: a finder is only used until the
+      // next scan of the same detector, which every caller here respects (scans are synchronous
+      // and never interleave for one detector).
+      const matcher = reusable.resetMatcherInput(text);
       return (from) => {
         let pos = from;
         while (pos <= text.length && matcher.find(pos)) {
@@ -228,7 +232,18 @@ const BUILT_IN_TRIGGER = /[0-9@:]/;
 export function redactText(text: string, detectors: readonly Detector[]): string {
   if (detectors.length === 0 || text === '') return text;
   if (!BUILT_IN_TRIGGER.test(text) && detectors.every((d) => d.name !== 'custom')) return text;
-  if (text.length < REDACTION_WINDOW && text.indexOf('\n') === -1) return redactLine(text, detectors);
+  if (text.length < REDACTION_WINDOW && text.indexOf('\n') === -1) {
+    // Most values hold no match at all: find that out without scanRound's bookkeeping.
+    const line = text.endsWith('\r') ? text.slice(0, -1) : text;
+    let any = false;
+    for (const d of detectors) {
+      if ((!d.mayMatch || d.mayMatch(line)) && d.scan(line)(0) !== null) {
+        any = true;
+        break;
+      }
+    }
+    return any ? redactLine(text, detectors) : text;
+  }
   const r = new TextRedactor(detectors);
   return r.push(text) + r.end();
 }
