@@ -1,0 +1,504 @@
+/**
+ * End-to-end streaming benchmark: `pnpm tsx bench/streaming.ts` (bounded to about 90 s).
+ *
+ * What an agent consuming a stream through the gateway sees: `POST /v1/vault/execute` with
+ * `stream: true` (ADR 0015) on the real all-in-one gateway, which calls a local HTTPS upstream
+ * (its own process, this file with `--role=upstream`, serving as fast as it can, no pacing) and
+ * pipes the body back through the policy's response filter. Three bodies:
+ *   sse-1ev   – an LLM-style `text/event-stream`: 4000 small chat-completion chunks, one event
+ *               per `res.write` as providers send them, an e-mail every 50th event and a phone
+ *               number every 70th, then `data: [DONE]`;
+ *   sse-16k   – the same bytes in 16 KiB writes;
+ *   text-16k  – ~4 MB of `text/plain; charset=utf-8` in 16 KiB writes, every line with an
+ *               e-mail and a phone number.
+ * Three agents, each with its own policy on ONE connection and identical allowlists:
+ *   passthrough       – no response rules (the gateway pipes without a filter),
+ *   redaction         – one response rule redacting email, phone and credit_card,
+ *   redaction+custom  – the same plus a custom `sk-…` pattern (which keeps the filter off its
+ *                       built-in-only fast path).
+ * Measured in interleaved rounds (passthrough, redaction, redaction+custom, passthrough, …) at
+ * concurrency 1 and 4 so drift and noise hit every mode alike; reports MB/s (bytes delivered to
+ * the client), responses/s, the ratio redaction ÷ passthrough (responses/s: the same upstream
+ * bytes per response, so it is the input-throughput ratio) against the ≥ 0.9× target, and the
+ * CPU the gateway, the upstream and this load generator burn per mode (/proc/<pid>/stat).
+ *
+ * bench/policy-engine.ts measures the filter in isolation against an in-memory identity
+ * transform; this one adds what the agent really pays for: TLS to the upstream, HTTP parsing,
+ * the gateway's stream pipeline, audit writes and the HTTP response to the agent. Only ratios
+ * measured in the same run mean anything; this prints, it never fails on numbers.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import https from 'node:https';
+import type { ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { availableParallelism, tmpdir } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Pool } from 'undici';
+
+const THIS_FILE = fileURLToPath(import.meta.url);
+const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 600);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
+const CONCURRENCY = [1, 4];
+const HARD_LIMIT_MS = 90_000;
+/** No new round starts when it could not finish before this; the report still prints. */
+const SOFT_LIMIT_MS = 80_000;
+/** Lets the previous mode's asynchronous work (audit writes) settle before the next one. */
+const SETTLE_MS = 100;
+const TARGET = 0.9;
+const ACCOUNT = { email: 'bench@tracker.test', apiToken: `itk_${randomBytes(12).toString('hex')}` };
+
+// ---------------------------------------------------------------------------------------------
+// Upstream bodies (built the same way in the upstream role and, for expected sizes, in main)
+
+function llmEvents(n: number): Buffer[] {
+  const chunks: Buffer[] = [];
+  for (let i = 0; i < n; i++) {
+    const content =
+      i % 50 === 0
+        ? ' reach me at jane.doe@example.com'
+        : i % 70 === 0
+          ? ' or +1 415 555 2671'
+          : ` token${i % 97}`;
+    const event = {
+      id: 'chatcmpl-9xKq3Rj2mZ',
+      object: 'chat.completion.chunk',
+      created: 1717495200,
+      model: 'model-2024-05-13',
+      choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: null }],
+    };
+    chunks.push(Buffer.from(`data: ${JSON.stringify(event)}\n\n`));
+  }
+  chunks.push(Buffer.from('data: [DONE]\n\n'));
+  return chunks;
+}
+
+function rechunk(chunks: Buffer[], size: number): Buffer[] {
+  const all = Buffer.concat(chunks);
+  const out: Buffer[] = [];
+  for (let i = 0; i < all.length; i += size) out.push(all.subarray(i, i + size));
+  return out;
+}
+
+function textChunks(bytes: number): Buffer[] {
+  const line =
+    'The quarterly numbers are attached; ping jane.doe@example.com or call 415-555-2671 with questions.\n';
+  return rechunk([Buffer.from(line.repeat(Math.ceil(bytes / line.length)))], 16384);
+}
+
+interface Scenario {
+  key: string;
+  name: string;
+  path: string;
+  contentType: string;
+  build(): Buffer[];
+}
+
+const SCENARIOS: Scenario[] = [
+  {
+    key: 'sse-1ev',
+    name: 'SSE, 1 event per write (LLM stream)',
+    path: '/rest/api/3/stream/llm-events',
+    contentType: 'text/event-stream',
+    build: () => llmEvents(4000),
+  },
+  {
+    key: 'sse-16k',
+    name: 'SSE, 16 KiB writes',
+    path: '/rest/api/3/stream/llm-events-16k',
+    contentType: 'text/event-stream',
+    build: () => rechunk(llmEvents(4000), 16384),
+  },
+  {
+    key: 'text-16k',
+    name: 'text/plain, 16 KiB writes',
+    path: '/rest/api/3/stream/text',
+    contentType: 'text/plain; charset=utf-8',
+    build: () => textChunks(4 << 20),
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Child role: the upstream
+
+async function send(res: ServerResponse, contentType: string, chunks: Buffer[]) {
+  res.writeHead(200, { 'content-type': contentType, 'cache-control': 'no-cache' });
+  for (const c of chunks) {
+    if (res.destroyed) return;
+    // As fast as the socket takes it: one write per chunk, waiting only when the buffer is full.
+    if (!res.write(c)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      });
+    }
+  }
+  res.end();
+}
+
+async function runUpstream() {
+  const expected = `Basic ${Buffer.from(`${ACCOUNT.email}:${process.env.BENCH_API_TOKEN!}`).toString('base64')}`;
+  const bodies = new Map(SCENARIOS.map((s) => [s.path, { contentType: s.contentType, chunks: s.build() }]));
+  const server = https.createServer(
+    { key: process.env.BENCH_TLS_KEY!, cert: process.env.BENCH_TLS_CERT! },
+    (req, res) => {
+      if (req.headers.authorization !== expected) return void res.writeHead(401).end();
+      // Creating the connection checks the credentials here.
+      if (req.url === '/rest/api/3/myself') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end(JSON.stringify({ accountId: 'bench', displayName: 'Bench' }));
+      }
+      const body = req.method === 'GET' ? bodies.get(req.url ?? '') : undefined;
+      if (!body) {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        return void res.end('{"errorMessages":["not found"]}');
+      }
+      void send(res, body.contentType, body.chunks);
+    },
+  );
+  server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  console.log(JSON.stringify({ port: (server.address() as AddressInfo).port }));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generation
+
+const MODES = ['passthrough', 'redaction', 'redaction+custom'] as const;
+type Mode = (typeof MODES)[number];
+
+interface Sample {
+  responses: number;
+  bytes: number;
+  errors: number;
+  firstError?: string;
+  elapsedMs: number;
+  /** CPU seconds burnt during this cell's rounds. */
+  cpu: { gateway: number; upstream: number; client: number };
+  /** responses/s of each round, for the per-round ratio spread. */
+  roundRates: number[];
+}
+
+const newSample = (): Sample => ({
+  responses: 0,
+  bytes: 0,
+  errors: 0,
+  elapsedMs: 0,
+  cpu: { gateway: 0, upstream: 0, client: 0 },
+  roundRates: [],
+});
+
+/** Starts this file in another role and reads the port it prints. */
+function startRole(
+  role: string,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', THIS_FILE, `--role=${role}`], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  return new Promise((resolve, reject) => {
+    const rl = createInterface({ input: child.stdout! });
+    rl.once('line', (line) => resolve({ child, port: (JSON.parse(line) as { port: number }).port }));
+    child.once('exit', (code) => reject(new Error(`${role} exited with ${code}`)));
+  });
+}
+
+/** utime + stime of a process, in seconds. */
+async function procCpuSeconds(pid: number | undefined): Promise<number> {
+  if (!pid) return 0;
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return fields.length > 12 ? (Number(fields[11]) + Number(fields[12])) / 100 : 0;
+}
+
+async function main() {
+  const started = Date.now();
+  const children: ChildProcess[] = [];
+  const cleanup: (() => Promise<unknown>)[] = [];
+  const watchdog = setTimeout(() => {
+    console.error(`streaming bench exceeded ${HARD_LIMIT_MS / 1000} s; stopping`);
+    for (const c of children) c.kill('SIGKILL');
+    process.exit(2);
+  }, HARD_LIMIT_MS);
+  watchdog.unref();
+
+  const { createTestPki } = await import('../tests/support/test-pki.js');
+  const { ProcessGroup, freePort } = await import('../tests/support/processes.js');
+  const api = await import('../tests/support/api-client.js');
+  const pki = await createTestPki();
+  cleanup.push(() => pki.dispose());
+  const group = new ProcessGroup();
+  cleanup.unshift(() => group.stopAll());
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'vlt-bench-stream-'));
+  cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+
+  try {
+    const upstream = await startRole('upstream', {
+      BENCH_TLS_KEY: pki.key,
+      BENCH_TLS_CERT: pki.cert,
+      BENCH_API_TOKEN: ACCOUNT.apiToken,
+    });
+    children.push(upstream.child);
+    const upstreamBase = `https://127.0.0.1:${upstream.port}`;
+
+    const port = await freePort();
+    const publicBaseUrl = `http://127.0.0.1:${port}`;
+    const aio = await group.start('all-in-one', {
+      port,
+      env: {
+        HOST: '127.0.0.1',
+        PUBLIC_BASE_URL: publicBaseUrl,
+        VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32',
+        NODE_EXTRA_CA_CERTS: pki.caPath,
+        LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+        VLT_DATA_DIR: dataDir,
+        VLT_MASTER_KEY: randomBytes(32).toString('base64'),
+      },
+    });
+    const base = aio.baseUrl;
+
+    // Set-up over the API: one connection, one agent + policy per mode.
+    const { user } = await api.signUp(
+      base,
+      `bench-stream-${Date.now()}@e2e.test`,
+      `pw-${randomBytes(8).toString('hex')}`,
+    );
+    const admin = api.bearerAdmin(base, (await api.apiJwt(base, user.session)).token);
+    const conn = await api.createIssueTrackerConnection(admin, { siteUrl: upstreamBase, ...ACCOUNT });
+    const connectionId = conn.connection.id;
+    const pii = [{ type: 'email' }, { type: 'phone' }, { type: 'credit_card' }];
+    const responseRules: Record<Mode, unknown[]> = {
+      passthrough: [],
+      redaction: [{ label: 'pii', match: {}, filter: { redact: pii } }],
+      'redaction+custom': [
+        {
+          label: 'pii',
+          match: {},
+          filter: {
+            redact: [...pii, { type: 'custom', pattern: 'sk-[A-Za-z0-9]{20,}', replacement: '[KEY]' }],
+          },
+        },
+      ],
+    };
+    const tokens = {} as Record<Mode, string>;
+    for (const mode of MODES) {
+      const { agent, token } = await api.enrolAgent(admin, publicBaseUrl, `bench-stream-${mode}`);
+      tokens[mode] = token;
+      const policyId = (await api.createPolicy(admin, agent.id, connectionId)).policy.id;
+      api.expectStatus(
+        await api.putAllowlists(admin, policyId, [
+          { baseUrl: upstreamBase, methods: ['GET'], pathPatterns: SCENARIOS.map((s) => s.path) },
+        ]),
+        200,
+      );
+      if (responseRules[mode].length) {
+        api.expectStatus(
+          await api.http('PUT', `${base}/v1/policies/${policyId}/rules`, {
+            headers: admin.headers,
+            json: { rules: { request: [], response: responseRules[mode] } },
+          }),
+          200,
+        );
+      }
+    }
+    const setupMs = Date.now() - started;
+
+    const upstreamBytes = new Map(
+      SCENARIOS.map((s) => [s.key, s.build().reduce((n, c) => n + c.length, 0)] as const),
+    );
+    const pool = new Pool(base, { connections: Math.max(...CONCURRENCY), keepAliveTimeout: 30_000 });
+    cleanup.unshift(() => pool.close());
+    const requestBodies = new Map(
+      SCENARIOS.map((s) => [
+        s.key,
+        JSON.stringify({
+          model: 'B',
+          connectionId,
+          method: 'GET',
+          url: `${upstreamBase}${s.path}`,
+          stream: true,
+        }),
+      ]),
+    );
+
+    /** One streamed call; `onChunk` sees every chunk the gateway delivered. */
+    const call = async (mode: Mode, s: Scenario, onChunk: (c: Buffer) => void) => {
+      const res = await pool.request({
+        method: 'POST',
+        path: '/v1/vault/execute',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${tokens[mode]}` },
+        body: requestBodies.get(s.key)!,
+      });
+      const ct = String(res.headers['content-type'] ?? '');
+      // A failed provider call comes back as a JSON envelope (or an error), not as the stream.
+      if (res.statusCode !== 200 || !ct.startsWith(s.contentType.split(';')[0]!)) {
+        const text = await res.body.text();
+        throw new Error(`${mode} ${s.key}: HTTP ${res.statusCode} (${ct}) ${text.slice(0, 300)}`);
+      }
+      for await (const chunk of res.body) onChunk(chunk as Buffer);
+    };
+
+    // Sanity, once per scenario and mode, before anything is measured.
+    for (const s of SCENARIOS) {
+      for (const mode of MODES) {
+        const parts: Buffer[] = [];
+        await call(mode, s, (c) => parts.push(c));
+        const text = Buffer.concat(parts).toString('utf8');
+        const where = `${mode} on ${s.key}`;
+        if (mode === 'passthrough') {
+          if (!text.includes('jane.doe@example.com'))
+            throw new Error(`sanity: ${where} lacks the e-mail the upstream sent`);
+          const bytes = Buffer.byteLength(text);
+          if (bytes !== upstreamBytes.get(s.key))
+            console.log(
+              `warning: ${where} delivered ${bytes} bytes, upstream sent ${upstreamBytes.get(s.key)}`,
+            );
+        } else {
+          if (text.includes('jane.doe@example.com') || text.includes('@example.com'))
+            throw new Error(`sanity: ${where} still contains the e-mail address`);
+          if (!text.includes('[REDACTED_EMAIL]')) throw new Error(`sanity: ${where} lacks [REDACTED_EMAIL]`);
+          if (!text.includes('[REDACTED_PHONE]')) console.log(`warning: ${where} shows no [REDACTED_PHONE]`);
+        }
+        if (s.contentType === 'text/event-stream' && !text.endsWith('data: [DONE]\n\n'))
+          throw new Error(`sanity: ${where} does not end with data: [DONE]`);
+      }
+    }
+
+    const round = async (mode: Mode, s: Scenario, concurrency: number, ms: number, sample: Sample) => {
+      const pids = { gateway: aio.pid, upstream: upstream.child.pid };
+      const [g0, u0] = await Promise.all([procCpuSeconds(pids.gateway), procCpuSeconds(pids.upstream)]);
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      const until = t0 + ms;
+      let responses = 0;
+      const worker = async () => {
+        while (performance.now() < until) {
+          let bytes = 0;
+          try {
+            await call(mode, s, (c) => {
+              bytes += c.length;
+            });
+            responses++;
+            sample.bytes += bytes;
+          } catch (err) {
+            sample.errors++;
+            sample.firstError ??= (err as Error).message;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: concurrency }, worker));
+      const elapsed = performance.now() - t0;
+      const c1 = process.cpuUsage(c0);
+      const [g1, u1] = await Promise.all([procCpuSeconds(pids.gateway), procCpuSeconds(pids.upstream)]);
+      sample.responses += responses;
+      sample.elapsedMs += elapsed;
+      sample.roundRates.push(responses / (elapsed / 1000));
+      sample.cpu.gateway += g1 - g0;
+      sample.cpu.upstream += u1 - u0;
+      sample.cpu.client += (c1.user + c1.system) / 1e6;
+    };
+
+    // Warm-up (JIT, connections, caches); not recorded.
+    for (const s of SCENARIOS) for (const mode of MODES) await round(mode, s, 4, 250, newSample());
+
+    // Interleaved: every round visits each concurrency, scenario and mode in turn, so a run cut
+    // short by the time budget has fewer rounds everywhere instead of missing whole cells.
+    const results = new Map<string, Sample>();
+    const cell = (mode: Mode, s: Scenario, c: number) => `${mode}|${s.key}|${c}`;
+    const perBlockMs = SCENARIOS.length * MODES.length * (ROUND_MS + SETTLE_MS + 150);
+    let rounds = 0;
+    for (let r = 0; r < ROUNDS; r++) {
+      if (Date.now() - started + CONCURRENCY.length * perBlockMs > SOFT_LIMIT_MS) break;
+      for (const concurrency of CONCURRENCY) {
+        for (const s of SCENARIOS) {
+          for (const mode of MODES) {
+            const key = cell(mode, s, concurrency);
+            const sample = results.get(key) ?? newSample();
+            results.set(key, sample);
+            await round(mode, s, concurrency, ROUND_MS, sample);
+            await new Promise((res) => setTimeout(res, SETTLE_MS));
+          }
+        }
+      }
+      rounds++;
+    }
+
+    // Report
+    const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-');
+    const pct = (cpuSeconds: number, s: Sample) => fmt((100 * cpuSeconds) / (s.elapsedMs / 1000), 0);
+    console.log(
+      `\nStreaming through the gateway (all-in-one), stream: true: ${rounds} interleaved rounds of ${ROUND_MS} ms per scenario, mode and concurrency` +
+        `${rounds < ROUNDS ? ` (cut from ${ROUNDS} by the time budget)` : ''}; setup ${(setupMs / 1000).toFixed(1)} s; node ${process.version}; ${availableParallelism()} CPUs`,
+    );
+    for (const s of SCENARIOS) {
+      console.log(
+        `  ${s.key.padEnd(9)} ${s.name}: ${fmt(upstreamBytes.get(s.key)! / 1e6)} MB per response from upstream`,
+      );
+    }
+    console.log(
+      `\nscenario  mode              conc  responses   resp/s     MB/s  errors  gateway CPU ms/response   CPU %: gateway upstream client`,
+    );
+    for (const concurrency of CONCURRENCY) {
+      for (const s of SCENARIOS) {
+        for (const mode of MODES) {
+          const x = results.get(cell(mode, s, concurrency));
+          if (!x) continue;
+          const secs = x.elapsedMs / 1000;
+          console.log(
+            `${s.key.padEnd(9)} ${mode.padEnd(17)} ${String(concurrency).padStart(4)} ${String(x.responses).padStart(10)} ${fmt(x.responses / secs, 1).padStart(8)} ${fmt(x.bytes / 1e6 / secs, 1).padStart(8)} ${String(x.errors).padStart(7)} ${fmt((1000 * x.cpu.gateway) / x.responses, 1).padStart(24)}   ${pct(x.cpu.gateway, x).padStart(13)} ${pct(x.cpu.upstream, x).padStart(8)} ${pct(x.cpu.client, x).padStart(6)}`,
+          );
+        }
+      }
+    }
+    const errored = [...results].filter(([, x]) => x.firstError);
+    for (const [key, x] of errored) console.log(`first error in ${key}: ${x.firstError}`);
+
+    console.log(
+      `\nredaction ÷ passthrough throughput (responses/s, same upstream bytes; min–max over rounds), target ≥ ${TARGET}×:`,
+    );
+    let met = 0;
+    let cells = 0;
+    for (const concurrency of CONCURRENCY) {
+      for (const s of SCENARIOS) {
+        const p = results.get(cell('passthrough', s, concurrency));
+        if (!p) continue;
+        const parts = (['redaction', 'redaction+custom'] as const).map((mode) => {
+          const x = results.get(cell(mode, s, concurrency))!;
+          const ratio = x.responses / x.elapsedMs / (p.responses / p.elapsedMs);
+          const perRound = x.roundRates.map((rate, i) => rate / p.roundRates[i]!).filter(Number.isFinite);
+          const ok = ratio >= TARGET;
+          cells++;
+          if (ok) met++;
+          return `${mode} ${fmt(ratio)}× (${fmt(Math.min(...perRound))}–${fmt(Math.max(...perRound))}) ${ok ? 'meets target' : 'BELOW TARGET'}`;
+        });
+        console.log(`  ${s.key.padEnd(9)} c=${concurrency}  ${parts.join(' | ')}`);
+      }
+    }
+    console.log(`${met} of ${cells} ratios meet the ≥ ${TARGET}× target`);
+    console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  } finally {
+    for (const c of children) c.kill('SIGTERM');
+    for (const fn of cleanup) await fn().catch(() => undefined);
+    clearTimeout(watchdog);
+  }
+}
+
+const role = process.argv.find((a) => a.startsWith('--role='))?.slice('--role='.length) ?? 'main';
+if (role === 'upstream') await runUpstream();
+else {
+  try {
+    await main();
+  } catch (err) {
+    console.error(`streaming bench aborted: ${(err as Error).message}`);
+    process.exitCode = 1;
+  }
+}
