@@ -147,11 +147,14 @@ function nextDigit(text: string, from: number): number {
   return DIGIT.test(text) ? DIGIT.lastIndex - 1 : -1;
 }
 
-// Cheap preconditions (each regex is linear: `[^0-9]*` can only stop before a digit).
-const SEVEN_DIGITS = /[0-9](?:[^0-9]*[0-9]){6}/;
+// At least 7 (13) ASCII digits. Anchored on purpose: unanchored, `[0-9](?:[^0-9]*[0-9]){12}`
+// is retried from every digit and each attempt backtracks through every non-digit run after it,
+// which made the card precondition the hottest code on digit-rich text; anchored there is one
+// attempt, and giving back a non-digit fails at once, so the test is linear.
+const SEVEN_DIGITS = /^(?:[^0-9]*[0-9]){7}/;
+const THIRTEEN_DIGITS = /^(?:[^0-9]*[0-9]){13}/;
 // A phone has a "+", a parenthesis or a separator between two digits.
 const PHONE_SHAPE = /[+(]|[0-9][ .-][0-9]/;
-const THIRTEEN_DIGITS = /[0-9](?:[^0-9]*[0-9]){12}/;
 const SSN_SHAPE = /[0-9]{3}[- ][0-9]{2}[- ][0-9]{4}/;
 const DOTTED_DIGITS = /[0-9]\.[0-9]/;
 
