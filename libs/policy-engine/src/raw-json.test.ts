@@ -9,6 +9,7 @@ import type { RedactionSpec } from '@vlt/contracts';
 import { planResponse } from './compile.js';
 import { ResponseFilterLimitError } from './errors.js';
 import type { Detector } from './pii-detectors.js';
+import { builtInClues } from './pii-detectors.js';
 import type { RawJsonCheck } from './raw-json.js';
 import { RAW_MAX_DEPTH, rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
 import type { ResponsePlan } from './response-filter.js';
@@ -18,23 +19,50 @@ import { createFilterCore, runFilterCore } from './stream-filters.js';
 import { runtime } from './test-fixtures.js';
 
 const enc = new TextEncoder();
+const utf8 = new TextDecoder();
+const decode = (b: Uint8Array) => utf8.decode(b);
 const ROUTE = { method: 'GET', path: '/v1/stream' };
 const KINDS = ['email', 'phone', 'ssn', 'credit_card', 'ip_address'] as const;
 type Kind = (typeof KINDS)[number];
 
 /** A plan of built-in redactions, spread over one or two rules as given. */
-function builtInPlan(rules: ReadonlyArray<readonly Kind[]>): ResponsePlan {
+function builtInPlan(rules: ReadonlyArray<readonly Kind[]>, customs: readonly string[] = []): ResponsePlan {
   const rt = runtime({
     rules: {
       response: rules.map((kinds, i) => ({
         label: `r${i}`,
         match: {},
-        filter: { redact: kinds.map((type) => ({ type }) as RedactionSpec) },
+        filter: {
+          redact: [
+            ...kinds.map((type) => ({ type }) as RedactionSpec),
+            // Custom patterns go with the first rule, after its built-ins.
+            ...(i === 0
+              ? customs.map((pattern) => ({ type: 'custom' as const, pattern, replacement: '[C]' }))
+              : []),
+          ],
+        },
       })),
     },
   });
   return planResponse(rt, ROUTE)!;
 }
+
+/**
+ * Custom patterns the generated values can hit: a literal prefix, anchors (which see the
+ * value's own ends, not the JSON around it), a word boundary, case folding, an integer's text,
+ * one whose matches are all empty (they are skipped), and one matching a quote or colon
+ * (which a custom pattern might, unlike the JSON around a value).
+ */
+const CUSTOM_PATTERNS = [
+  'sk-[A-Za-z0-9]{4,}',
+  '^tok',
+  '[0-9]{3}$',
+  '\\bchat\\b',
+  '(?i)MODEL',
+  '^17[0-9]*$',
+  '\\b',
+  '"|:',
+] as const;
 
 /**
  * The same plan with detectors that count property reads. The full path always reads them
@@ -43,14 +71,16 @@ function builtInPlan(rules: ReadonlyArray<readonly Kind[]>): ResponsePlan {
  */
 function spied(plan: ResponsePlan): { plan: ResponsePlan; work: () => number } {
   let reads = 0;
-  const detectors = plan.detectors.map(
-    (d) =>
-      new Proxy(d, {
-        get(target, prop, receiver) {
-          if (typeof prop === 'string') reads++;
-          return Reflect.get(target, prop, receiver) as unknown;
-        },
-      }) as Detector,
+  const detectors = plan.detectors.map((d) =>
+    // Custom patterns are run by both paths; the built-ins are what the fast path must not need.
+    builtInClues(d) === null
+      ? d
+      : (new Proxy(d, {
+          get(target, prop, receiver) {
+            if (typeof prop === 'string') reads++;
+            return Reflect.get(target, prop, receiver) as unknown;
+          },
+        }) as Detector),
   );
   return { plan: { ...plan, detectors }, work: () => reads };
 }
@@ -62,7 +92,11 @@ const planArb = fc
       .tuple(fc.shuffledSubarray(a, { minLength: a.length }), fc.constant(b))
       .map(([x, y]) => (y.length ? [x, y] : [x])),
   )
-  .map((rules) => builtInPlan(rules));
+  .chain((rules) =>
+    fc
+      .subarray([...CUSTOM_PATTERNS], { maxLength: 2 })
+      .chain((customs) => fc.constantFrom(builtInPlan(rules), builtInPlan(rules, customs))),
+  );
 
 // ----------------------------------------------------------------- random JSON texts
 
@@ -89,6 +123,12 @@ const piiPiece = fc.constantFrom(
   'model-2024-05-13',
   'chatcmpl-9xKq3Rj2mZ',
   ' token37',
+  'token',
+  'sk-Ab12cd',
+  'chat',
+  'chat.completion.chunk',
+  'Model',
+  '1717495200',
   '12:30',
   'C:\\dir',
   '"quoted"',
@@ -146,6 +186,9 @@ const numberText = fc.oneof(
     '1e-0',
     '12345678901.5e-2',
     '1e21',
+    '1717495200',
+    '17.0',
+    '170e-1',
   ),
 );
 const jsonTree: fc.Arbitrary<Node> = fc.letrec<{ value: Node }>((tie) => ({
@@ -240,7 +283,7 @@ describe('raw JSON check', () => {
     let acceptedMutants = 0;
     fc.assert(
       fc.property(planArb, jsonTree, anyWs, fc.array(mutation, { maxLength: 2 }), (plan, tree, ws, edits) => {
-        const check = rawJsonCheck(plan)!;
+        const check = rawJsonCheck(plan, decode)!;
         const text = serialize(tree, ws);
         const mutant = edits.reduce(mutate, text);
         for (const t of [text, mutant]) {
@@ -259,7 +302,7 @@ describe('raw JSON check', () => {
   });
 
   it('accepts ordinary clean JSON, so the fast path is not idle', () => {
-    const check = rawJsonCheck(builtInPlan([[...KINDS]]))!;
+    const check = rawJsonCheck(builtInPlan([[...KINDS]]), decode)!;
     const clean = fc.letrec<{ v: unknown }>((tie) => ({
       v: fc.oneof(
         { depthSize: 'small' },
@@ -278,7 +321,7 @@ describe('raw JSON check', () => {
     );
   });
 
-  const all = () => rawJsonCheck(builtInPlan([[...KINDS]]))!;
+  const all = () => rawJsonCheck(builtInPlan([[...KINDS]]), decode)!;
 
   it.each([
     ['{"m":"a\\u0040b.io"}', 'an escaped "@"'],
@@ -333,21 +376,21 @@ describe('raw JSON check', () => {
   });
 
   it('derives the minimal triggers from the detectors actually in the plan', () => {
-    const email = rawJsonCheck(builtInPlan([['email']]))!;
+    const email = rawJsonCheck(builtInPlan([['email']]), decode)!;
     expect(accepts('{"m":"call 415 555 2671, 10.0.0.1, fe80::1"}', email)).toBe(true);
     expect(accepts('{"m":"a@b"}', email)).toBe(false);
-    const phone = rawJsonCheck(builtInPlan([['phone']]))!;
+    const phone = rawJsonCheck(builtInPlan([['phone']]), decode)!;
     expect(accepts('{"m":"123456 a@b.io 1.2.3 ::"}', phone)).toBe(true); // 9 digits, no "+"
     expect(accepts('{"m":"1234567890"}', phone)).toBe(false);
     expect(accepts('{"m":"+123456"}', phone)).toBe(true);
     expect(accepts('{"m":"+1234567"}', phone)).toBe(false);
-    const ssn = rawJsonCheck(builtInPlan([['ssn']]))!;
+    const ssn = rawJsonCheck(builtInPlan([['ssn']]), decode)!;
     expect(accepts('{"m":"12345678"}', ssn)).toBe(true);
     expect(accepts('{"m":"123-45-6789"}', ssn)).toBe(false);
-    const card = rawJsonCheck(builtInPlan([['credit_card']]))!;
+    const card = rawJsonCheck(builtInPlan([['credit_card']]), decode)!;
     expect(accepts('{"m":"123456789012"}', card)).toBe(true);
     expect(accepts('{"m":"1234567890123"}', card)).toBe(false);
-    const ip = rawJsonCheck(builtInPlan([['ip_address']]))!;
+    const ip = rawJsonCheck(builtInPlan([['ip_address']]), decode)!;
     // Clues hold per literal: 3 digits with the dots, 13 digits without a dot or a colon.
     expect(accepts('{"m":"v1.2.3","n":"1234567890123"}', ip)).toBe(true);
     expect(accepts('{"m":"v1.2.3 4"}', ip)).toBe(false);
@@ -355,8 +398,8 @@ describe('raw JSON check', () => {
     expect(accepts('{"m":"a:b"}', ip)).toBe(false);
   });
 
-  it('only serves plans whose sole response feature is built-in redaction', () => {
-    expect(rawJsonCheck(builtInPlan([['email'], ['phone']]))).not.toBeNull();
+  it('only serves plans whose sole response feature is redaction', () => {
+    expect(rawJsonCheck(builtInPlan([['email'], ['phone']]), decode)).not.toBeNull();
     const planOf = (filter: object, providerConstraints: object | null = null, provider = 'code_host') =>
       planResponse(
         runtime({ providerConstraints, rules: { response: [{ label: 'r', match: {}, filter }] } } as never, {
@@ -365,20 +408,24 @@ describe('raw JSON check', () => {
         }),
         { method: 'GET', path: '/bot/getUpdates' },
       )!;
-    expect(rawJsonCheck(planOf({ redact: [{ type: 'email' }], denyFields: ['x'] }))).toBeNull();
-    expect(rawJsonCheck(planOf({ redact: [{ type: 'email' }], allowFields: ['x'] }))).toBeNull();
-    expect(
-      rawJsonCheck(
-        planOf({ redact: [{ type: 'email' }, { type: 'custom', pattern: 'sk-[a-z]+', replacement: '[K]' }] }),
-      ),
-    ).toBeNull();
+    expect(rawJsonCheck(planOf({ redact: [{ type: 'email' }], denyFields: ['x'] }), decode)).toBeNull();
+    expect(rawJsonCheck(planOf({ redact: [{ type: 'email' }], allowFields: ['x'] }), decode)).toBeNull();
+    // Custom patterns are served: the fast path runs them on each value it reads.
+    const withCustom = rawJsonCheck(
+      planOf({ redact: [{ type: 'email' }, { type: 'custom', pattern: 'sk-[a-z]+', replacement: '[K]' }] }),
+      decode,
+    );
+    expect(withCustom).not.toBeNull();
+    expect(accepts('{"k":"plain","n":12}', withCustom!)).toBe(true);
+    expect(accepts('{"k":"my sk-abc key"}', withCustom!)).toBe(false);
+    expect(accepts('{"sk-abc":"keys are never redacted"}', withCustom!)).toBe(true);
     const inbound = planOf(
       { redact: [{ type: 'email' }] },
       { provider: 'chatbot_a', allowedChatIds: ['1'] },
       'chatbot_a',
     );
     expect(inbound.inbound).not.toBeNull();
-    expect(rawJsonCheck(inbound)).toBeNull();
+    expect(rawJsonCheck(inbound, decode)).toBeNull();
   });
 
   it('stays far below the depth at which the full path throws, and leaves deeper JSON to it', () => {
@@ -668,7 +715,36 @@ describe('raw fast path, targeted cases', () => {
     expect(() => runFilterCore(core('application/json', plan), body)).toThrow(ResponseFilterLimitError);
   });
 
-  it('is off for plans with field rules or custom patterns', () => {
+  it('custom patterns: values and integers are checked as the full path sees them', () => {
+    const planWith = (pattern: string) => builtInPlan([['email']], [pattern]);
+    const cases: Array<[string, string, boolean]> = [
+      // [pattern, event payload, unchanged]
+      ['^tok', '{"a":"token"}', false], // the anchor sees the value's start, not the quote
+      ['^tok', '{"a":"a token"}', true],
+      ['n$', '{"a":"token","b":1}', false],
+      ['"', '{"a":"x"}', true], // the quotes around a value are not part of it
+      [':', '{"a":"x"}', true],
+      ['^17$', '{"n":17.0}', false], // 17.0 is the integer 17, redacted as "17"
+      ['^17$', '{"n":170e-1}', false],
+      ['^17$', '{"n":17.5}', true], // not an integer: never redacted
+      ['^0$', '{"n":-0}', false], // String(-0) is "0"
+      ['\\b', '{"a":"abc"}', true], // only empty matches: nothing to replace
+      ['(?i)MODEL', '{"model":"gpt"}', true], // keys are never redacted
+      ['(?i)MODEL', '{"a":"Model-1"}', false],
+      // Longer than one redaction window: left to the full path, which scans it in rounds.
+      ['^tok', `{"a":"${'x'.repeat(9000)}"}`, true],
+      ['^tok', `{"a":"tok${'x'.repeat(9000)}"}`, false],
+    ];
+    for (const [pattern, payload, unchanged] of cases) {
+      const text = `data: ${payload}\n\n`;
+      const fast = Buffer.from(runFilterCore(core('text/event-stream', planWith(pattern)), sse(text)));
+      const full = Buffer.from(runFilterCore(core('text/event-stream', planWith(pattern), false), sse(text)));
+      expect(fast.toString(), `${pattern} on ${payload}`).toBe(full.toString());
+      expect(fast.toString().endsWith(text), `${pattern} on ${payload}`).toBe(unchanged);
+    }
+  });
+
+  it('is off for plans with field rules', () => {
     const withDeny = planResponse(
       runtime({ rules: { response: [{ label: 'r', match: {}, filter: { denyFields: ['secret'] } }] } }),
       ROUTE,

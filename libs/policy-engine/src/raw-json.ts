@@ -3,12 +3,12 @@
  * JSON.parse or re-serialisation, that the full path would emit the payload unchanged. It only
  * ever answers "unchanged" or "don't know"; "don't know" means the full path runs as before.
  *
- * Eligible plans (`rawJsonCheck`): no provider inbound filter, no rule with allowFields or
- * denyFields, and every detector made by a built-in factory (any custom pattern: full path).
- * For such a plan `filterJsonValue(v)` is `redactJsonValue(v, plan.detectors)`, which changes a
- * value only through (response-filter.ts, redactWalk):
+ * Eligible plans (`rawJsonCheck`): no provider inbound filter and no rule with allowFields or
+ * denyFields. For such a plan `filterJsonValue(v)` is `redactJsonValue(v, plan.detectors)`,
+ * which changes a value only through (response-filter.ts, redactWalk):
  * - a string value (object keys are never redacted) for which `redactText` finds a match;
- * - an integer with |v| >= 1e12 (with only built-ins, smaller numbers are returned as they are);
+ * - an integer: with only built-in detectors one with |v| >= 1e12 (smaller ones are returned as
+ *   they are); with a custom pattern every integer, as the text String(v);
  * - nesting deeper than MAX_JSON_DEPTH, which throws.
  *
  * `rawJsonEnd` (and `rawJsonUnchanged`) accepts a JSON text only when all of these hold:
@@ -19,13 +19,19 @@
  *    to find the end of an SSE line and its JSON in one pass.
  * 2. Containers nest at most RAW_MAX_DEPTH (< MAX_JSON_DEPTH) deep, so nothing throws.
  * 3. Every number has at most 11 integer digits and no exponent or a negative one, so its value
- *    is below 1e11 (rounding to a double is monotone, and 1e11 is exact) and is not redacted.
+ *    is below 1e12 (rounding to a double is monotone, and 1e12 is exact) and no built-in
+ *    detector touches it; with custom patterns, an integer value's String(v) has no match of any
+ *    custom detector (the built-ins cannot match a bare integer below 1e12).
  * 4. No object repeats a key (JSON.parse would drop the earlier value, which the full path
  *    then re-serialises away), and every string literal, keys included (conservatively), has no backslash, so the decoded
  *    value is exactly the text between the quotes; and satisfies none of the plan's MatchClues
  *    (pii-detectors.ts), so no detector has a match in it and redactText returns it unchanged
  *    (every text a detector is run on is a substring of the value: the value has no line break,
- *    and long values are scanned in rounds over contiguous windows).
+ *    and long values are scanned in rounds over contiguous windows); and, when the plan has
+ *    custom patterns, is shorter than REDACTION_WINDOW bytes (so redactText scans it in one
+ *    piece, and a pattern's anchors see the value's own ends) and has no match of any of them,
+ *    run on the value decoded exactly as the full path decodes it (a literal's bytes lie
+ *    between two ASCII quotes, and the codecs resynchronise at every ASCII byte).
  * Then JSON.parse succeeds, filterJsonValue returns its input, and the full path emits the
  * original bytes: exactly what the fast path emits.
  *
@@ -36,7 +42,9 @@
  * breaks are ASCII, so the checks above read the same on bytes as on the decoded text, and a
  * non-ASCII byte is only accepted inside a string, where JSON.parse accepts any character.
  */
+import type { Detector } from './pii-detectors.js';
 import { builtInClues } from './pii-detectors.js';
+import { REDACTION_WINDOW } from './redaction.js';
 import type { ResponsePlan } from './response-filter.js';
 import { MAX_JSON_DEPTH } from './response-filter.js';
 
@@ -60,6 +68,10 @@ export interface RawJsonCheck {
   readonly stack: Uint8Array;
   /** Per open object: hashes of the keys seen so far (duplicate keys force the full path). */
   readonly keys: number[][];
+  /** Detectors without clues (custom patterns): run on every string value and integer. */
+  readonly opaque: readonly Detector[];
+  /** The filter's codec: how the full path decodes the bytes the opaque detectors see. */
+  readonly decode: (bytes: Uint8Array) => string;
 }
 
 /**
@@ -67,8 +79,9 @@ export interface RawJsonCheck {
  * conditions filterJsonValue and redactJsonValue use (truthiness of inbound, allowFields,
  * denyFields), so a change there must be reflected here.
  */
-export function rawJsonCheck(plan: ResponsePlan): RawJsonCheck | null {
+export function rawJsonCheck(plan: ResponsePlan, decode: (bytes: Uint8Array) => string): RawJsonCheck | null {
   if (plan.inbound) return null;
+  const opaque: Detector[] = [];
   for (const rule of plan.rules) if (rule.allowFields || rule.denyFields) return null;
   let digits = Infinity;
   let at = Infinity;
@@ -77,7 +90,10 @@ export function rawJsonCheck(plan: ResponsePlan): RawJsonCheck | null {
   let dot = Infinity;
   for (const d of plan.detectors) {
     const clues = builtInClues(d);
-    if (clues === null) return null;
+    if (clues === null) {
+      opaque.push(d);
+      continue;
+    }
     for (const c of clues) {
       switch (c.char) {
         case null:
@@ -106,7 +122,17 @@ export function rawJsonCheck(plan: ResponsePlan): RawJsonCheck | null {
     dot,
     stack: new Uint8Array(RAW_MAX_DEPTH),
     keys: Array.from({ length: RAW_MAX_DEPTH }, () => []),
+    opaque,
+    decode,
   };
+}
+
+/** True when no opaque detector has a match in `text` (what redactText would find first). */
+function opaqueClean(text: string, check: RawJsonCheck): boolean {
+  if (text === '') return true;
+  for (const d of check.opaque)
+    if ((!d.mayMatch || d.mayMatch(text)) && d.scan(text)(0) !== null) return false;
+  return true;
 }
 
 // Byte classes inside a string literal.
@@ -158,8 +184,10 @@ function skipWs(b: Uint8Array, i: number, end: number, lineBreaks: boolean): num
 /**
  * Reads a string literal whose opening quote is at i - 1. Returns the index after the closing
  * quote, or -1 when the literal is unterminated, not JSON, escaped, or may hold a match.
+ * Keys (`value` false) are never redacted, so the opaque detectors skip them.
  */
-function scanString(b: Uint8Array, i: number, end: number, check: RawJsonCheck): number {
+function scanString(b: Uint8Array, i: number, end: number, check: RawJsonCheck, value: boolean): number {
+  const from = i;
   let digits = 0;
   let flags = 0;
   for (;;) {
@@ -171,21 +199,28 @@ function scanString(b: Uint8Array, i: number, end: number, check: RawJsonCheck):
     else if (k === K_STOP) return -1;
     else flags |= k;
   }
-  if (digits === 0 && flags === 0) return i;
-  const suspicious =
-    digits >= check.digits ||
-    ((flags & K_AT) !== 0 && digits >= check.at) ||
-    ((flags & K_COLON) !== 0 && digits >= check.colon) ||
-    ((flags & K_PLUS) !== 0 && digits >= check.plus) ||
-    ((flags & K_DOT) !== 0 && digits >= check.dot);
-  return suspicious ? -1 : i;
+  if (digits !== 0 || flags !== 0) {
+    const suspicious =
+      digits >= check.digits ||
+      ((flags & K_AT) !== 0 && digits >= check.at) ||
+      ((flags & K_COLON) !== 0 && digits >= check.colon) ||
+      ((flags & K_PLUS) !== 0 && digits >= check.plus) ||
+      ((flags & K_DOT) !== 0 && digits >= check.dot);
+    if (suspicious) return -1;
+  }
+  if (value && check.opaque.length > 0) {
+    if (i - 1 - from >= REDACTION_WINDOW) return -1;
+    if (!opaqueClean(check.decode(b.subarray(from, i - 1)), check)) return -1;
+  }
+  return i;
 }
 
 /**
  * Reads a number starting at i (a '-' or a digit). Returns the index after it, or -1 when it is
  * not a JSON number or its value might reach the redaction bound (see condition 3 above).
  */
-function scanNumber(b: Uint8Array, i: number, end: number): number {
+function scanNumber(b: Uint8Array, i: number, end: number, check: RawJsonCheck): number {
+  const start = i;
   if (b[i] === MINUS) i++;
   const intStart = i;
   if (i >= end) return -1;
@@ -204,6 +239,11 @@ function scanNumber(b: Uint8Array, i: number, end: number): number {
     const expStart = ++i;
     while (i < end && isDigit(b[i]!)) i++;
     if (i === expStart) return -1;
+  }
+  if (check.opaque.length > 0) {
+    // As redactWalk does: an integer value is redacted as the text String(v).
+    const v = Number(check.decode(b.subarray(start, i)));
+    if (Number.isInteger(v) && !opaqueClean(String(v), check)) return -1;
   }
   return i;
 }
@@ -235,7 +275,7 @@ function scanKey(
 ): number {
   if (i >= end || b[i] !== QUOTE) return -1;
   const from = i + 1;
-  i = scanString(b, from, end, check);
+  i = scanString(b, from, end, check, false);
   if (i === -1) return -1;
   let h = 0x811c9dc5;
   for (let k = from; k < i - 1; k++) {
@@ -287,9 +327,9 @@ export function rawJsonEnd(
         continue; // its first member's value
       }
     } else if (c === QUOTE) {
-      i = scanString(b, i + 1, end, check);
+      i = scanString(b, i + 1, end, check, true);
     } else if (c === MINUS || isDigit(c)) {
-      i = scanNumber(b, i, end);
+      i = scanNumber(b, i, end, check);
     } else if (c === 0x74) {
       i = scanWord(b, i, end, TRUE);
     } else if (c === 0x66) {

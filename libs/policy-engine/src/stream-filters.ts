@@ -553,7 +553,8 @@ export function createFilterCore(
   const codec = codecOverride ?? codecFor(media.charset);
   const l = { ...DEFAULT_STREAM_LIMITS, ...limits };
   // Each core gets its own check: it holds a scratch stack.
-  const raw = () => (options.rawFastPath !== false && codec.asciiTransparent ? rawJsonCheck(plan) : null);
+  const raw = () =>
+    options.rawFastPath !== false && codec.asciiTransparent ? rawJsonCheck(plan, codec.decode) : null;
   switch (media.kind) {
     case 'sse':
       return new SseFilter(plan, codec, l, raw());
