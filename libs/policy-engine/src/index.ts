@@ -42,7 +42,7 @@ export {
   createResponseFilterStream,
   createResponseFilterNodeStream,
 } from './response-body.js';
-export type { ResponseRoute } from './response-body.js';
+export type { NodeFilterOptions, ResponseRoute } from './response-body.js';
 export type { ResponsePlan } from './response-filter.js';
 export { DEFAULT_STREAM_LIMITS } from './stream-filters.js';
 export type { StreamFilterLimits } from './stream-filters.js';

@@ -62,7 +62,16 @@ export function createResponseFilterNodeStream(
   policy: PolicyRuntime,
   route: ResponseRoute,
   limits: Partial<StreamFilterLimits> = {},
+  options: NodeFilterOptions = {},
 ): Transform | null {
   const core = createFilterCore(contentType, planResponse(policy, route), limits);
-  return core ? toNodeTransform(core) : null;
+  return core ? toNodeTransform(core, options.beforeChunk) : null;
+}
+
+export interface NodeFilterOptions {
+  /**
+   * Sees every input chunk before it is filtered; throwing fails the stream with that error.
+   * Lets a caller count or cap the provider's bytes without a stream stage of its own.
+   */
+  beforeChunk?: (chunk: Uint8Array) => void;
 }

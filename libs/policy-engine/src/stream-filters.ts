@@ -592,11 +592,15 @@ export function toWebTransform(core: ResponseFilterCore): TransformStream<Uint8A
   });
 }
 
-export function toNodeTransform(core: ResponseFilterCore): Transform {
+export function toNodeTransform(
+  core: ResponseFilterCore,
+  beforeChunk?: (chunk: Uint8Array) => void,
+): Transform {
   return new Transform({
     transform(chunk: Buffer | Uint8Array | string, _encoding, callback) {
       try {
         const bytes = typeof chunk === 'string' ? new TextEncoder().encode(chunk) : chunk;
+        beforeChunk?.(bytes);
         for (const part of core.push(bytes)) this.push(part);
         callback();
       } catch (err) {

@@ -494,11 +494,15 @@ export async function executeModelB(
           return streamResponse(deps, {
             upstream: streamed,
             filter: req.download
-              ? null
-              : createResponseFilterNodeStream(streamed.headers['content-type'], policy, {
-                  method: req.method,
-                  path: target.pathname,
-                }),
+              ? () => null
+              : (beforeChunk) =>
+                  createResponseFilterNodeStream(
+                    streamed.headers['content-type'],
+                    policy,
+                    { method: req.method, path: target.pathname },
+                    {},
+                    { beforeChunk },
+                  ),
             download: req.download === true,
             maxResponseBytes,
             started,
@@ -625,7 +629,8 @@ function streamResponse(
   deps: DataPlaneDeps,
   o: {
     upstream: UpstreamStreamResponse;
-    filter: Transform | null;
+    /** The response filter, counting the provider's bytes with `beforeChunk`; null: none. */
+    filter: (beforeChunk: (chunk: Uint8Array) => void) => Transform | null;
     download: boolean;
     maxResponseBytes: number;
     started: number;
@@ -650,17 +655,28 @@ function streamResponse(
       action,
     );
   };
-  const counter = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      bytes += chunk.length;
-      if (bytes > o.maxResponseBytes) {
-        settle('execution_error', { error: 'too_large' });
-        cb(new Error('provider response exceeds the size limit'));
-        return;
-      }
-      cb(null, chunk);
-    },
-  });
+  const count = (chunk: Uint8Array) => {
+    bytes += chunk.length;
+    if (bytes > o.maxResponseBytes) {
+      settle('execution_error', { error: 'too_large' });
+      throw new Error('provider response exceeds the size limit');
+    }
+  };
+  // With a filter the bytes are counted inside it: one stream stage less per chunk.
+  const filter = o.filter(count);
+  const stage =
+    filter ??
+    new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        try {
+          count(chunk);
+        } catch (err) {
+          cb(err as Error);
+          return;
+        }
+        cb(null, chunk);
+      },
+    });
   const source = o.upstream.body;
   // Destroying the provider body after the pipeline settled (size limit, agent gone) makes
   // undici emit an abort error with no listener left: absorb it, the outcome is recorded.
@@ -672,8 +688,7 @@ function streamResponse(
       error: err.message === 'provider response exceeds the size limit' ? 'too_large' : 'stream_interrupted',
     });
   };
-  if (o.filter) pipeline(source, counter, o.filter, out, done);
-  else pipeline(source, counter, out, done);
+  pipeline(source, stage, out, done);
   // The agent hung up: stop reading from the provider.
   out.on('close', () => {
     if (!settled) {
