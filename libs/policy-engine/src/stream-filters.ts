@@ -141,8 +141,8 @@ class SseFilter implements ResponseFilterCore {
     if (carried === 0) i = lineStart = start = this.skipUnchanged(b, 0);
     // Next LF and CR at or after i (-1: none in the rest of `b`). Native indexOf does the
     // scanning; no byte is searched twice.
-    let lf = b.indexOf(LF, i);
-    let cr = b.indexOf(CR, i);
+    let lf = i < b.length ? b.indexOf(LF, i) : -1;
+    let cr = i < b.length ? b.indexOf(CR, i) : -1;
     for (;;) {
       const t = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr);
       if (t === -1) {
@@ -203,7 +203,8 @@ class SseFilter implements ResponseFilterCore {
     if (carried > 0) {
       this.buf.consume(start);
     } else {
-      if (start > runStart) out.push(b.subarray(runStart, start));
+      // A chunk of whole unchanged events (the common case) leaves as itself.
+      if (start > runStart) out.push(runStart === 0 && start === b.length ? b : b.subarray(runStart, start));
       if (start < b.length) this.buf.append(b.subarray(start));
     }
     this.scan = i - start;
@@ -422,7 +423,7 @@ class NdjsonFilter implements ResponseFilterCore {
       }
       start = nl + 1;
     }
-    if (start > runStart) out.push(b.subarray(runStart, start));
+    if (start > runStart) out.push(runStart === 0 && start === b.length ? b : b.subarray(runStart, start));
     if (start < b.length) this.buf.append(b.subarray(start));
     this.checkLimit();
     return out;
