@@ -359,6 +359,7 @@ describe('raw JSON check', () => {
     ['  ', 'only whitespace'],
     ['\f{}', 'whitespace JSON does not allow'],
     ['{"a":1,"a":2}', 'a repeated key (JSON.parse keeps only the last value)'],
+    ['{"":null,"":0}', 'a repeated empty key (its hash is the FNV offset basis itself)'],
     ['{"x":{"k":"v","j":"w","k":"z"}}', 'a repeated key in a nested object'],
     ['{"ünï":"v"}', 'a non-ASCII key (distinct invalid UTF-8 runs decode to the same key)'],
   ])('takes the full path for %j (%s)', (text) => {

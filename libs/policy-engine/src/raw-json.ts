@@ -52,6 +52,9 @@ import { MAX_JSON_DEPTH } from './response-filter.js';
 export const RAW_MAX_DEPTH = 64;
 if (RAW_MAX_DEPTH >= MAX_JSON_DEPTH) throw new Error('RAW_MAX_DEPTH must stay below MAX_JSON_DEPTH');
 
+/** Keys of all open objects the scratch holds; a text with more takes the full path. */
+const MAX_OPEN_KEYS = 4096;
+
 /** Integer digits a number may have and still be certain to stay below 1e12 (the redaction bound). */
 const MAX_INT_DIGITS = 11;
 
@@ -66,8 +69,13 @@ export interface RawJsonCheck {
   readonly dot: number;
   /** Scratch stack of open containers; the check is synchronous, so one per filter suffices. */
   readonly stack: Uint8Array;
-  /** Per open object: hashes of the keys seen so far (duplicate keys force the full path). */
-  readonly keys: number[][];
+  /**
+   * Hashes of the keys of all open objects, innermost last (a repeated key forces the full
+   * path); keyStart[d] is where the keys of the container open at depth d begin.
+   */
+  readonly keys: Int32Array;
+  readonly keyStart: Int32Array;
+  keyCount: number;
   /** Detectors without clues (custom patterns): run on every string value and integer. */
   readonly opaque: readonly Detector[];
   /** The filter's codec: how the full path decodes the bytes the opaque detectors see. */
@@ -121,7 +129,9 @@ export function rawJsonCheck(plan: ResponsePlan, decode: (bytes: Uint8Array) => 
     plus,
     dot,
     stack: new Uint8Array(RAW_MAX_DEPTH),
-    keys: Array.from({ length: RAW_MAX_DEPTH }, () => []),
+    keys: new Int32Array(MAX_OPEN_KEYS),
+    keyStart: new Int32Array(RAW_MAX_DEPTH),
+    keyCount: 0,
     opaque,
     decode,
   };
@@ -181,6 +191,17 @@ function skipWs(b: Uint8Array, i: number, end: number, lineBreaks: boolean): num
   return i;
 }
 
+/** True when a literal with these digits and clue characters may hold a built-in match. */
+function suspicious(digits: number, flags: number, check: RawJsonCheck): boolean {
+  return (
+    digits >= check.digits ||
+    ((flags & K_AT) !== 0 && digits >= check.at) ||
+    ((flags & K_COLON) !== 0 && digits >= check.colon) ||
+    ((flags & K_PLUS) !== 0 && digits >= check.plus) ||
+    ((flags & K_DOT) !== 0 && digits >= check.dot)
+  );
+}
+
 /**
  * Reads a string literal whose opening quote is at i - 1. Returns the index after the closing
  * quote, or -1 when the literal is unterminated, not JSON, escaped, or may hold a match.
@@ -199,15 +220,7 @@ function scanString(b: Uint8Array, i: number, end: number, check: RawJsonCheck, 
     else if (k === K_STOP) return -1;
     else flags |= k;
   }
-  if (digits !== 0 || flags !== 0) {
-    const suspicious =
-      digits >= check.digits ||
-      ((flags & K_AT) !== 0 && digits >= check.at) ||
-      ((flags & K_COLON) !== 0 && digits >= check.colon) ||
-      ((flags & K_PLUS) !== 0 && digits >= check.plus) ||
-      ((flags & K_DOT) !== 0 && digits >= check.dot);
-    if (suspicious) return -1;
-  }
+  if ((digits !== 0 || flags !== 0) && suspicious(digits, flags, check)) return -1;
   if (value && check.opaque.length > 0) {
     if (i - 1 - from >= REDACTION_WINDOW) return -1;
     if (!opaqueClean(check.decode(b.subarray(from, i - 1)), check)) return -1;
@@ -274,18 +287,29 @@ function scanKey(
   level: number,
 ): number {
   if (i >= end || b[i] !== QUOTE) return -1;
-  const from = i + 1;
-  i = scanString(b, from, end, check, false);
-  if (i === -1) return -1;
-  let h = 0x811c9dc5;
-  for (let k = from; k < i - 1; k++) {
-    const c = b[k]!;
+  i++;
+  // One pass: the literal's classes (as scanString, keys are checked conservatively) and the
+  // FNV-1a hash of its bytes.
+  let h = 0x811c9dc5 | 0; // as int32, like Math.imul results and the Int32Array it is compared with
+  let digits = 0;
+  let flags = 0;
+  for (;;) {
+    if (i >= end) return -1;
+    const c = b[i++]!;
     if (c >= 0x80) return -1;
+    const k = STRING_CLASS[c]!;
+    if (k === K_QUOTE) break;
+    if (k === K_STOP) return -1;
+    if (k === K_DIGIT) digits++;
+    else flags |= k;
     h = Math.imul(h ^ c, 0x01000193);
   }
-  const seen = check.keys[level]!;
-  if (seen.includes(h)) return -1;
-  seen.push(h);
+  if ((digits !== 0 || flags !== 0) && suspicious(digits, flags, check)) return -1;
+  const keys = check.keys;
+  const first = check.keyStart[level]!;
+  for (let k = first; k < check.keyCount; k++) if (keys[k] === h) return -1;
+  if (check.keyCount === keys.length) return -1; // more keys open than the scratch holds
+  keys[check.keyCount++] = h;
   i = skipWs(b, i, end, lineBreaks);
   return i < end && b[i] === COLON ? i + 1 : -1;
 }
@@ -307,6 +331,7 @@ export function rawJsonEnd(
   const stack = check.stack;
   let depth = 0;
   let i = start;
+  check.keyCount = 0;
   for (;;) {
     // A value.
     i = skipWs(b, i, end, lineBreaks);
@@ -320,7 +345,7 @@ export function rawJsonEnd(
       } else {
         stack[depth++] = c;
         if (c === LBRACE) {
-          check.keys[depth - 1]!.length = 0;
+          check.keyStart[depth - 1] = check.keyCount;
           i = scanKey(b, i, end, check, lineBreaks, depth - 1);
           if (i === -1) return -1;
         }
@@ -357,6 +382,8 @@ export function rawJsonEnd(
       }
       if (d !== (top === LBRACE ? RBRACE : RBRACKET)) return -1;
       depth--;
+      // A closed object's keys are out of scope.
+      if (top === LBRACE) check.keyCount = check.keyStart[depth]!;
       i++;
     }
   }
