@@ -15,14 +15,10 @@
  * Reference targets: ≤ 1 ms added p50 at concurrency 1, ≥ 0.85 × passthrough throughput at
  * saturation. This prints; it never fails on numbers.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Agent, Pool, request } from 'undici';
+import { openBenchHarness, procCpuSeconds } from './harness.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 1_500);
@@ -144,55 +140,21 @@ function summarize(sample: Sample) {
   };
 }
 
-/** Starts this file in another role and reads the port it prints. */
-function startRole(
-  role: string,
-  env: Record<string, string>,
-): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', THIS_FILE, `--role=${role}`], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    const rl = createInterface({ input: child.stdout! });
-    rl.once('line', (line) => resolve({ child, port: (JSON.parse(line) as { port: number }).port }));
-    child.once('exit', (code) => reject(new Error(`${role} exited with ${code}`)));
-  });
-}
-
 async function main() {
   const started = Date.now();
-  const children: ChildProcess[] = [];
-  const cleanup: (() => Promise<unknown>)[] = [];
-  const watchdog = setTimeout(() => {
-    console.error(`bench exceeded ${HARD_LIMIT_MS / 1000} s; stopping`);
-    for (const c of children) c.kill('SIGKILL');
-    process.exit(2);
-  }, HARD_LIMIT_MS);
-  watchdog.unref();
-
-  const { createTestPki } = await import('../tests/support/test-pki.js');
-  const { ProcessGroup, freePort } = await import('../tests/support/processes.js');
-  const api = await import('../tests/support/api-client.js');
-  const pki = await createTestPki();
-  cleanup.push(() => pki.dispose());
-  const group = new ProcessGroup();
-  cleanup.unshift(() => group.stopAll());
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'vlt-bench-'));
-  cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+  const h = await openBenchHarness('gateway', HARD_LIMIT_MS);
+  const { pki, group, freePort, api, dataDir } = h;
 
   try {
-    const upstream = await startRole('upstream', {
+    const upstream = await h.startRole(THIS_FILE, 'upstream', {
       BENCH_TLS_KEY: pki.key,
       BENCH_TLS_CERT: pki.cert,
       BENCH_API_TOKEN: ACCOUNT.apiToken,
     });
-    children.push(upstream.child);
-    const passthrough = await startRole('passthrough', {
+    const passthrough = await h.startRole(THIS_FILE, 'passthrough', {
       BENCH_BASIC: BASIC,
       NODE_EXTRA_CA_CERTS: pki.caPath,
     });
-    children.push(passthrough.child);
     const upstreamBase = `https://127.0.0.1:${upstream.port}`;
 
     const port = await freePort();
@@ -215,10 +177,10 @@ async function main() {
         process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
         `vlt_bench_${runId}`,
       );
-      cleanup.push(db.drop);
+      h.afterServicesStop(db.drop);
       const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
       const { purgeNatsPrefix } = await import('@vlt/bus');
-      cleanup.push(async () => {
+      h.afterServicesStop(async () => {
         await purgeNatsPrefix({ servers: natsUrl, prefix: `bench${runId}` });
       });
       const bus = {
@@ -314,7 +276,7 @@ async function main() {
           ),
       },
     ];
-    cleanup.unshift(() => Promise.all(pools.map((p) => p.close())));
+    h.onClose(() => Promise.all(pools.map((p) => p.close())));
 
     // Sanity: each path answers 200 before anything is measured.
     for (const t of targets) {
@@ -329,11 +291,7 @@ async function main() {
     const aioCpu = new Map<string, number>();
     const cpuSeconds = async () => {
       let total = 0;
-      for (const p of group.processes) {
-        const stat = p.pid ? await readFile(`/proc/${p.pid}/stat`, 'utf8').catch(() => '') : '';
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        if (fields.length > 12) total += (Number(fields[11]) + Number(fields[12])) / 100;
-      }
+      for (const p of group.processes) total += await procCpuSeconds(p.pid);
       return total;
     };
     const results = new Map<string, Sample>();
@@ -388,9 +346,7 @@ async function main() {
     );
     console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
   } finally {
-    for (const c of children) c.kill('SIGTERM');
-    for (const fn of cleanup) await fn().catch(() => undefined);
-    clearTimeout(watchdog);
+    await h.close();
   }
 }
 

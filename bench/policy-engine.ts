@@ -33,6 +33,7 @@ import {
   toNodeTransform,
   toWebTransform,
 } from '../libs/policy-engine/src/stream-filters.js';
+import { byteCount, llmEvents, rechunk, textChunks } from './workloads.js';
 
 const BUDGET_MS = 800;
 
@@ -218,43 +219,7 @@ console.log(
 
 // ------------------------------------------------------------------------ streaming filters
 
-const enc = new TextEncoder();
 const route = { method: 'POST', path: '/v1/chat/completions' };
-
-/** An LLM-style event stream: one small JSON event per chunk, a few carrying PII. */
-function llmEvents(count: number): Uint8Array[] {
-  const chunks: Uint8Array[] = [];
-  for (let i = 0; i < count; i++) {
-    const content =
-      i % 50 === 0
-        ? ' reach me at jane.doe@example.com'
-        : i % 70 === 0
-          ? ' or +1 415 555 2671'
-          : ` token${i % 97}`;
-    const event = {
-      id: 'chatcmpl-9xKq3Rj2mZ',
-      object: 'chat.completion.chunk',
-      created: 1717495200,
-      model: 'model-2024-05-13',
-      choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: null }],
-    };
-    chunks.push(enc.encode(`data: ${JSON.stringify(event)}\n\n`));
-  }
-  chunks.push(enc.encode('data: [DONE]\n\n'));
-  return chunks;
-}
-
-/** A plain text stream in 16 KiB chunks. */
-function textChunks(bytes: number): Uint8Array[] {
-  const line =
-    'The quarterly numbers are attached; ping jane.doe@example.com or call 415-555-2671 with questions.\n';
-  const all = enc.encode(line.repeat(Math.ceil(bytes / line.length)));
-  const out: Uint8Array[] = [];
-  for (let i = 0; i < all.length; i += 16384) out.push(all.subarray(i, i + 16384));
-  return out;
-}
-
-const byteCount = (chunks: Uint8Array[]) => chunks.reduce((n, c) => n + c.length, 0);
 
 async function webRun(
   chunks: Uint8Array[],
@@ -301,19 +266,6 @@ interface Scenario {
   name: string;
   chunks: Uint8Array[];
   contentType: string;
-}
-
-/** The same events re-cut into 16 KiB chunks, as a fast upstream delivers them. */
-function rechunk(chunks: Uint8Array[], size: number): Uint8Array[] {
-  const all = new Uint8Array(byteCount(chunks));
-  let off = 0;
-  for (const c of chunks) {
-    all.set(c, off);
-    off += c.length;
-  }
-  const out: Uint8Array[] = [];
-  for (let i = 0; i < all.length; i += size) out.push(all.subarray(i, i + size));
-  return out;
 }
 
 const events = llmEvents(4000);

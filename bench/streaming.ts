@@ -27,17 +27,15 @@
  * the gateway's stream pipeline, audit writes and the HTTP response to the agent. Only ratios
  * measured in the same run mean anything; this prints, it never fails on numbers.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import https from 'node:https';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { availableParallelism, tmpdir } from 'node:os';
-import path from 'node:path';
-import { createInterface } from 'node:readline';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
+import { openBenchHarness, procCpuSeconds } from './harness.js';
+import { llmEvents, rechunk, textChunks } from './workloads.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 600);
@@ -52,42 +50,8 @@ const TARGET = 0.9;
 const ACCOUNT = { email: 'bench@tracker.test', apiToken: `itk_${randomBytes(12).toString('hex')}` };
 
 // ---------------------------------------------------------------------------------------------
-// Upstream bodies (built the same way in the upstream role and, for expected sizes, in main)
-
-function llmEvents(n: number): Buffer[] {
-  const chunks: Buffer[] = [];
-  for (let i = 0; i < n; i++) {
-    const content =
-      i % 50 === 0
-        ? ' reach me at jane.doe@example.com'
-        : i % 70 === 0
-          ? ' or +1 415 555 2671'
-          : ` token${i % 97}`;
-    const event = {
-      id: 'chatcmpl-9xKq3Rj2mZ',
-      object: 'chat.completion.chunk',
-      created: 1717495200,
-      model: 'model-2024-05-13',
-      choices: [{ index: 0, delta: { content }, logprobs: null, finish_reason: null }],
-    };
-    chunks.push(Buffer.from(`data: ${JSON.stringify(event)}\n\n`));
-  }
-  chunks.push(Buffer.from('data: [DONE]\n\n'));
-  return chunks;
-}
-
-function rechunk(chunks: Buffer[], size: number): Buffer[] {
-  const all = Buffer.concat(chunks);
-  const out: Buffer[] = [];
-  for (let i = 0; i < all.length; i += size) out.push(all.subarray(i, i + size));
-  return out;
-}
-
-function textChunks(bytes: number): Buffer[] {
-  const line =
-    'The quarterly numbers are attached; ping jane.doe@example.com or call 415-555-2671 with questions.\n';
-  return rechunk([Buffer.from(line.repeat(Math.ceil(bytes / line.length)))], 16384);
-}
+// Upstream bodies (bench/workloads.ts, built the same way in the upstream role and, for expected
+// sizes, in main)
 
 interface Scenario {
   key: string;
@@ -196,58 +160,17 @@ const newSample = (): Sample => ({
   roundRates: [],
 });
 
-/** Starts this file in another role and reads the port it prints. */
-function startRole(
-  role: string,
-  env: Record<string, string>,
-): Promise<{ child: ChildProcess; port: number }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', THIS_FILE, `--role=${role}`], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  return new Promise((resolve, reject) => {
-    const rl = createInterface({ input: child.stdout! });
-    rl.once('line', (line) => resolve({ child, port: (JSON.parse(line) as { port: number }).port }));
-    child.once('exit', (code) => reject(new Error(`${role} exited with ${code}`)));
-  });
-}
-
-/** utime + stime of a process, in seconds. */
-async function procCpuSeconds(pid: number | undefined): Promise<number> {
-  if (!pid) return 0;
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return fields.length > 12 ? (Number(fields[11]) + Number(fields[12])) / 100 : 0;
-}
-
 async function main() {
   const started = Date.now();
-  const children: ChildProcess[] = [];
-  const cleanup: (() => Promise<unknown>)[] = [];
-  const watchdog = setTimeout(() => {
-    console.error(`streaming bench exceeded ${HARD_LIMIT_MS / 1000} s; stopping`);
-    for (const c of children) c.kill('SIGKILL');
-    process.exit(2);
-  }, HARD_LIMIT_MS);
-  watchdog.unref();
-
-  const { createTestPki } = await import('../tests/support/test-pki.js');
-  const { ProcessGroup, freePort } = await import('../tests/support/processes.js');
-  const api = await import('../tests/support/api-client.js');
-  const pki = await createTestPki();
-  cleanup.push(() => pki.dispose());
-  const group = new ProcessGroup();
-  cleanup.unshift(() => group.stopAll());
-  const dataDir = await mkdtemp(path.join(tmpdir(), 'vlt-bench-stream-'));
-  cleanup.push(() => rm(dataDir, { recursive: true, force: true }));
+  const h = await openBenchHarness('streaming', HARD_LIMIT_MS);
+  const { pki, group, freePort, api, dataDir } = h;
 
   try {
-    const upstream = await startRole('upstream', {
+    const upstream = await h.startRole(THIS_FILE, 'upstream', {
       BENCH_TLS_KEY: pki.key,
       BENCH_TLS_CERT: pki.cert,
       BENCH_API_TOKEN: ACCOUNT.apiToken,
     });
-    children.push(upstream.child);
     const upstreamBase = `https://127.0.0.1:${upstream.port}`;
 
     const port = await freePort();
@@ -316,7 +239,7 @@ async function main() {
       SCENARIOS.map((s) => [s.key, s.build().reduce((n, c) => n + c.length, 0)] as const),
     );
     const pool = new Pool(base, { connections: Math.max(...CONCURRENCY), keepAliveTimeout: 30_000 });
-    cleanup.unshift(() => pool.close());
+    h.onClose(() => pool.close());
     const requestBodies = new Map(
       SCENARIOS.map((s) => [
         s.key,
@@ -486,9 +409,7 @@ async function main() {
     console.log(`${met} of ${cells} ratios meet the ≥ ${TARGET}× target`);
     console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
   } finally {
-    for (const c of children) c.kill('SIGTERM');
-    for (const fn of cleanup) await fn().catch(() => undefined);
-    clearTimeout(watchdog);
+    await h.close();
   }
 }
 
