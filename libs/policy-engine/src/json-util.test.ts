@@ -138,28 +138,23 @@ describe('findDuplicateKey', () => {
   });
 });
 
-/** The straightforward scan findDuplicateKey is optimised from: one JSON.parse per key. */
+/**
+ * An independent oracle: a regex tokenizer and a stack of per-object key sets, every key decoded
+ * with JSON.parse (findDuplicateKey scans characters and compares raw keys in place).
+ */
 function referenceFindDuplicateKey(text: string): string | null {
-  const stack: Array<{ keys: Set<string> | null; expectKey: boolean }> = [];
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (c === '"') {
-      let j = i + 1;
-      while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
-      const top = stack[stack.length - 1];
-      if (top?.keys && top.expectKey) {
-        const k = JSON.parse(text.slice(i, j + 1)) as string;
-        if (top.keys.has(k)) return k;
-        top.keys.add(k);
-        top.expectKey = false;
-      }
-      i = j;
-    } else if (c === '{') stack.push({ keys: new Set(), expectKey: true });
-    else if (c === '[') stack.push({ keys: null, expectKey: false });
-    else if (c === '}' || c === ']') stack.pop();
-    else if (c === ',') {
-      const top = stack[stack.length - 1];
-      if (top?.keys) top.expectKey = true;
+  const tokens = text.match(/"(?:[^"\\]|\\.)*"|[{}[\],:]|[^\s{}[\],:"]+/g) ?? [];
+  const stack: Array<Set<string> | null> = [];
+  for (let t = 0; t < tokens.length; t++) {
+    const tok = tokens[t]!;
+    if (tok === '{') stack.push(new Set());
+    else if (tok === '[') stack.push(null);
+    else if (tok === '}' || tok === ']') stack.pop();
+    else if (tok.startsWith('"') && tokens[t + 1] === ':') {
+      const keys = stack[stack.length - 1]!;
+      const key = JSON.parse(tok) as string;
+      if (keys.has(key)) return key;
+      keys.add(key);
     }
   }
   return null;
