@@ -184,7 +184,8 @@ class SseFilter implements ResponseFilterCore {
         runStart = start;
       } else {
         const event = b.subarray(start, termEnd);
-        const filtered = this.processEvent(event);
+        // skipUnchanged already tried the raw check on this event and it said "don't know".
+        const filtered = this.processEvent(event, false);
         if (filtered !== event) {
           if (start > runStart) out.push(b.subarray(runStart, start));
           out.push(filtered);
@@ -237,9 +238,10 @@ class SseFilter implements ResponseFilterCore {
     return [this.processEvent(rest)];
   }
 
-  private processEvent(bytes: Uint8Array): Uint8Array {
+  /** `tryRaw` false: the caller already ran the raw check on exactly these bytes. */
+  private processEvent(bytes: Uint8Array, tryRaw = true): Uint8Array {
     // The first event goes the full way: it may start with a BOM, which must be stripped.
-    if (this.raw !== null && !this.atStreamStart && rawEventEnd(bytes, 0, this.raw, false) !== -1)
+    if (tryRaw && this.raw !== null && !this.atStreamStart && rawEventEnd(bytes, 0, this.raw, false) !== -1)
       return bytes;
     let text = this.codec.decode(bytes);
     let bom = '';
