@@ -7,7 +7,7 @@ PNPM := npx --yes pnpm@$(PNPM_VERSION)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help install pnpm generate start test test-unit typecheck lint format dev-split bench db-migrate check services
+.PHONY: help install pnpm generate start test typecheck lint format format-check dev-split bench db-migrate
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -25,7 +25,8 @@ generate: ## Regenerate the Prisma client
 start: install ## Start the all-in-one gateway (embedded PostgreSQL and bus unless DATABASE_URL/NATS_URL are set)
 	pnpm start
 
-test: install ## Typecheck, lint and run every test suite (what CI runs)
+test: install ## Check formatting, typecheck, lint and run every test suite (what CI runs)
+	pnpm format:check
 	pnpm typecheck
 	pnpm lint
 	pnpm test
@@ -38,6 +39,9 @@ lint: ## Lint the whole workspace
 
 format: ## Format every file with prettier
 	pnpm format
+
+format-check: ## Check formatting without writing
+	pnpm format:check
 
 db-migrate: ## Apply migrations to DATABASE_URL
 	pnpm db:migrate

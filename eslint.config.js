@@ -2,6 +2,17 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+const PACKAGE_BOUNDARIES = [
+  {
+    group: ['@vlt/*/src', '@vlt/*/src/*', '@vlt/*/src/**'],
+    message: 'Import another package through its name and public exports, not its src/.',
+  },
+  {
+    group: ['**/libs/**', '**/services/**', '../**/tests/**'],
+    message: 'Import other workspace packages by name (@vlt/...), not by relative path.',
+  },
+];
+
 export default tseslint.config(
   { ignores: ['**/node_modules/**', '**/generated/**', '**/dist/**', '.vlt-data/**', 'coverage/**'] },
   js.configs.recommended,
@@ -12,6 +23,34 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': 'error',
       'no-console': ['error', { allow: ['error'] }],
+    },
+  },
+  // Package boundaries: a package is used through its name and its declared exports only.
+  {
+    files: ['libs/**/*.ts', 'services/**/*.ts', 'tests/**/*.ts', 'bench/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: PACKAGE_BOUNDARIES }] },
+  },
+  {
+    files: ['libs/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            ...PACKAGE_BOUNDARIES,
+            {
+              group: [
+                '@vlt/control-plane',
+                '@vlt/data-plane',
+                '@vlt/audit',
+                '@vlt/notifier',
+                '@vlt/all-in-one',
+              ],
+              message: 'Libraries never depend on services.',
+            },
+          ],
+        },
+      ],
     },
   },
   {

@@ -34,7 +34,7 @@ const BASIC = `Basic ${Buffer.from(`${ACCOUNT.email}:${ACCOUNT.apiToken}`).toStr
 // Child roles
 
 async function runUpstream() {
-  const { startMockIssueTracker } = await import('../tests/support/mock-issue-tracker.js');
+  const { startMockIssueTracker } = await import('@vlt/test-support/mock-issue-tracker.js');
   const mock = await startMockIssueTracker({
     ...ACCOUNT,
     apiToken: process.env.BENCH_API_TOKEN!,
@@ -171,7 +171,7 @@ async function main() {
     let gatewayBase: string;
     if (SHAPE === 'split') {
       // Production shape: control plane, one data plane and the audit writer over real PostgreSQL and NATS.
-      const { createRunDatabase } = await import('../tests/support/run-database.js');
+      const { createRunDatabase } = await import('@vlt/test-support/run-database.js');
       const runId = randomBytes(4).toString('hex');
       const db = await createRunDatabase(
         process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',

@@ -9,9 +9,9 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import type * as ApiClient from '../tests/support/api-client.js';
-import type { ProcessGroup, freePort as FreePort } from '../tests/support/processes.js';
-import type { createTestPki } from '../tests/support/test-pki.js';
+import type * as ApiClient from '@vlt/test-support/api-client.js';
+import type { ProcessGroup, freePort as FreePort } from '@vlt/test-support/processes.js';
+import type { createTestPki } from '@vlt/test-support/test-pki.js';
 
 export interface BenchHarness {
   pki: Awaited<ReturnType<typeof createTestPki>>;
@@ -41,9 +41,9 @@ export async function openBenchHarness(name: string, hardLimitMs: number): Promi
   }, hardLimitMs);
   watchdog.unref();
 
-  const pkiModule = await import('../tests/support/test-pki.js');
-  const processes = await import('../tests/support/processes.js');
-  const api = await import('../tests/support/api-client.js');
+  const pkiModule = await import('@vlt/test-support/test-pki.js');
+  const processes = await import('@vlt/test-support/processes.js');
+  const api = await import('@vlt/test-support/api-client.js');
   const pki = await pkiModule.createTestPki();
   const group = new processes.ProcessGroup();
   const freePort = processes.freePort;

@@ -28,11 +28,7 @@ import {
   planResponse,
 } from '@vlt/policy-engine';
 // Internal: lets the bench switch the raw fast path off to measure both paths in one run.
-import {
-  createFilterCore,
-  toNodeTransform,
-  toWebTransform,
-} from '../libs/policy-engine/src/stream-filters.js';
+import { createFilterCore, toNodeTransform, toWebTransform } from '@vlt/policy-engine/internal';
 import { byteCount, llmEvents, rechunk, textChunks } from './workloads.js';
 
 const BUDGET_MS = 800;

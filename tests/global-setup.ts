@@ -1,5 +1,5 @@
 /**
- * Finds real PostgreSQL and NATS for integration tests, in the order DESIGN.md fixes:
+ * Finds real PostgreSQL and NATS for integration tests, in the order ADR 0005 fixes:
  * DATABASE_URL / NATS_URL, then the local default ports, then testcontainers where a Docker
  * engine answers (loaded only then: these machines have none, see docs/decisions/0005).
  * With CI=true a missing service fails the run; elsewhere dependent suites skip with a reason.

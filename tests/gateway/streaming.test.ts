@@ -104,7 +104,15 @@ beforeAll(async () => {
     json: {
       rules: {
         request: [],
-        response: [{ label: 'no e-mail', match: {}, filter: { redact: [{ type: 'email' }] } }],
+        // Scoped away from attachments: a binary download that a rule applies to is refused
+        // (tests/gateway/response-hardening.test.ts), so the raw-bytes case needs no rule on it.
+        response: [
+          {
+            label: 'no e-mail',
+            match: { urlPattern: '^/rest/api/3/(events|big|nope|myself)$' },
+            filter: { redact: [{ type: 'email' }] },
+          },
+        ],
       },
     },
   });

@@ -1,5 +1,5 @@
 /**
- * Identity guarantees that only hold across processes (DESIGN.md "Split"): two control-plane
+ * Identity guarantees that only hold across processes (README, Architecture): two control-plane
  * replicas on one PostgreSQL database and one NATS, two data-plane pods.
  *  - a client assertion's jti is single-use across replicas (8 concurrent copies, 1 winner);
  *  - API JWTs and session revocation are shared by the replicas;

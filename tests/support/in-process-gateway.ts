@@ -26,6 +26,7 @@ export interface InProcessGateway {
 export async function startInProcessGateway(
   env: Record<string, string> = {},
   seams: { upstreamCa?: string[] } = {},
+  options: { embeddedDatabase?: boolean } = {},
 ): Promise<InProcessGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vlt-gw-'));
   const logs: string[] = [];
@@ -49,7 +50,7 @@ export async function startInProcessGateway(
   };
   // Its own database: gateways with in-process buses must never share an outbox.
   let dropDatabase: (() => Promise<void>) | undefined;
-  if (realServices.hasPostgres() && !env.DATABASE_URL) {
+  if (realServices.hasPostgres() && !env.DATABASE_URL && !options.embeddedDatabase) {
     const admin = new URL(realServices.databaseUrl());
     admin.pathname = '/postgres';
     const db = await createRunDatabase(admin.toString(), `vlt_gw_${randomBytes(6).toString('hex')}`);

@@ -36,8 +36,8 @@ describe('in-process bus: its own limits', () => {
     expect(got.items).toEqual([3, 4, 5]);
   });
 
-  it('createBus picks the in-process transport without a NATS URL', async () => {
-    const bus = await createBus({ natsUrl: ' ', names });
+  it('createBus picks the in-process transport without NATS servers', async () => {
+    const bus = await createBus({ natsServers: [], names });
     await bus.publish(names.eventSubject('cb', 'x'), 1, { msgId: 'cb' });
     await bus.close();
   });

@@ -1,5 +1,5 @@
 /**
- * The conformance suite against a real NATS server with JetStream (DESIGN.md, Tests). The
+ * The conformance suite against a real NATS server with JetStream (ADR 0005). The
  * vitest global setup finds the server; without one this file skips with the reason, and
  * with CI=true it fails instead.
  */
@@ -71,14 +71,14 @@ if (!natsUrl) {
     it('a durable survives its process: a new connection resumes after the last ack', async () => {
       const subject = names.eventSubject('restart', 'x');
       const durable = `${prefix}-restart`;
-      const one = await createBus({ natsUrl, names });
+      const one = await createBus({ natsServers: servers, names });
       for (let i = 1; i <= 3; i++) await one.publish(subject, i, { msgId: `restart-${i}` });
       const got = new Inbox<unknown>();
       await one.consume({ durable, filterSubject: subject }, async (m) => (got.push(m.data), ack));
       await got.count(3);
       await one.close();
 
-      const two = await createBus({ natsUrl, names });
+      const two = await createBus({ natsServers: servers, names });
       await two.publish(subject, 4, { msgId: 'restart-4' });
       await two.consume({ durable, filterSubject: subject }, async (m) => (got.push(m.data), ack));
       await got.count(4);

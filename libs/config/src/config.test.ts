@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { ConfigError, loadConfig } from './config.js';
 
 describe('loadConfig', () => {
@@ -9,7 +9,7 @@ describe('loadConfig', () => {
     expect(c.publicBaseUrl).toBe('http://localhost:8080');
     expect(c.agentTokenAudience).toBe('http://localhost:8080');
     expect(c.databaseUrl).toBeUndefined();
-    expect(c.natsUrl).toBeUndefined();
+    expect(c.natsServers).toEqual([]);
     expect(c.agentTokenTtlSeconds).toBe(7200);
     expect(c.bootstrapSecretTtlSeconds).toBe(3600);
     expect(c.approvalTtlSeconds).toBe(300);
@@ -49,5 +49,24 @@ describe('loadConfig', () => {
     const c = loadConfig('all-in-one', { PUBLIC_BASE_URL: 'https://vault.example.com/' });
     expect(c.publicBaseUrl).toBe('https://vault.example.com');
     expect(c.agentTokenAudience).toBe('https://vault.example.com');
+  });
+
+  it('gives each split service a config type that says what it requires, parsed once', () => {
+    const c = loadConfig('control-plane', {
+      NATS_URL: 'nats://a:4222, nats://b:4222',
+      DATABASE_URL: 'postgresql://db/x',
+      VLT_MASTER_KEY: 'k',
+    });
+    expect(c.natsServers).toEqual(['nats://a:4222', 'nats://b:4222']);
+    expectTypeOf(c.databaseUrl).toEqualTypeOf<string>();
+    expectTypeOf(c.masterKey).toEqualTypeOf<string>();
+    const a = loadConfig('audit', { NATS_URL: 'nats://a:4222', DATABASE_URL: 'postgresql://db/x' });
+    expectTypeOf(a.databaseUrl).toEqualTypeOf<string>();
+    const all = loadConfig('all-in-one', {});
+    expectTypeOf(all.databaseUrl).toEqualTypeOf<string | undefined>();
+  });
+
+  it('starts the notifier without a database it does not use', () => {
+    expect(loadConfig('notifier', { NATS_URL: 'nats://a:4222' }).natsServers).toEqual(['nats://a:4222']);
   });
 });

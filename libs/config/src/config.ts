@@ -1,6 +1,7 @@
 /**
  * Process configuration: parsed once at start-up from the environment, validated, frozen.
- * Names are fixed by DESIGN.md (operators and external tools rely on them).
+ * Names are part of the product's interface (operators and external tools rely on them; the
+ * README lists them).
  * Dynamic configuration (policies) is data, compiled by the control plane; never env.
  */
 import { z } from 'zod';
@@ -53,30 +54,31 @@ const controlPlaneShape = {
   BOOTSTRAP_SECRET_TTL_HOURS: z.coerce.number().positive().max(168).default(1),
   VLT_APPROVAL_TTL_SECONDS: z.coerce.number().int().min(30).max(86_400).default(300),
   VLT_SIGNUP: z.enum(['open', 'closed']).default('open'),
-  VLT_DASHBOARD_URL: optionalUrl,
 };
 
 const dataPlaneShape = {
   /** Upstream request timeout (headers), milliseconds. */
   VLT_UPSTREAM_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(30_000),
+  /** Longest silence between two chunks of a provider's body, milliseconds. */
+  VLT_UPSTREAM_IDLE_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(30_000),
+  /** Total time for a buffered provider call, connect to last byte, milliseconds. */
+  VLT_UPSTREAM_DEADLINE_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
+  /** Total time for a streamed or downloaded provider call, milliseconds. */
+  VLT_UPSTREAM_STREAM_DEADLINE_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
   /** How long fetched provider credentials stay cached in a data-plane pod. */
   VLT_CREDENTIAL_CACHE_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
-};
-
-const notifierShape = {
-  VLT_PUSH_API_URL: optionalUrl,
 };
 
 const schemas = {
   'control-plane': z.object({ ...baseShape, ...controlPlaneShape }),
   'data-plane': z.object({ ...baseShape, ...dataPlaneShape }),
   audit: z.object({ ...baseShape, DATABASE_URL: optionalUrl }),
-  notifier: z.object({ ...baseShape, DATABASE_URL: optionalUrl, ...notifierShape }),
-  'all-in-one': z.object({ ...baseShape, ...controlPlaneShape, ...dataPlaneShape, ...notifierShape }),
+  notifier: z.object(baseShape),
+  'all-in-one': z.object({ ...baseShape, ...controlPlaneShape, ...dataPlaneShape }),
 } as const;
 
 export type ServiceName = keyof typeof schemas;
-type Raw<S extends ServiceName> = z.infer<(typeof schemas)[S]>;
+type RawAll = z.infer<(typeof schemas)['all-in-one']>;
 
 export interface CommonConfig {
   service: ServiceName;
@@ -85,40 +87,52 @@ export interface CommonConfig {
   host: string;
   publicBaseUrl: string;
   logLevel: string;
-  natsUrl: string | undefined;
+  /** NATS_URL split into its servers, once. Empty only for the all-in-one (in-process bus). */
+  natsServers: string[];
   natsPrefix: string;
   trustProxy: string[];
   ssrfAllowCidrs: string[];
 }
 
-export interface ControlPlaneConfig extends CommonConfig {
-  databaseUrl: string | undefined;
+/** What the control-plane runtime reads, whichever process hosts it. */
+export interface ControlPlaneSettings extends CommonConfig {
   dataDir: string;
-  masterKey: string | undefined;
   masterKeysOld: string | undefined;
   agentTokenAudience: string;
   agentTokenTtlSeconds: number;
   bootstrapSecretTtlSeconds: number;
   approvalTtlSeconds: number;
   signup: 'open' | 'closed';
-  dashboardUrl: string | undefined;
 }
 
-export interface DataPlaneConfig extends CommonConfig {
+/** What the data-plane runtime reads, whichever process hosts it. */
+export interface DataPlaneSettings extends CommonConfig {
   upstreamTimeoutMs: number;
+  upstreamIdleTimeoutMs: number;
+  upstreamDeadlineMs: number;
+  upstreamStreamDeadlineMs: number;
   credentialCacheMs: number;
 }
 
+/** The split control plane: its database, broker and master key are required. */
+export interface ControlPlaneConfig extends ControlPlaneSettings {
+  databaseUrl: string;
+  masterKey: string;
+}
+
+export type DataPlaneConfig = DataPlaneSettings;
+
 export interface AuditConfig extends CommonConfig {
-  databaseUrl: string | undefined;
+  databaseUrl: string;
 }
 
-export interface NotifierConfig extends CommonConfig {
-  databaseUrl: string | undefined;
-  pushApiUrl: string | undefined;
-}
+export type NotifierConfig = CommonConfig;
 
-export type AllInOneConfig = ControlPlaneConfig & DataPlaneConfig & NotifierConfig;
+/** Everything in one process: a missing database, broker or key means the embedded default. */
+export interface AllInOneConfig extends ControlPlaneSettings, DataPlaneSettings {
+  databaseUrl: string | undefined;
+  masterKey: string | undefined;
+}
 
 interface ConfigByService {
   'control-plane': ControlPlaneConfig;
@@ -133,9 +147,19 @@ function formatIssues(error: z.ZodError): string {
   return error.issues.map((i) => `${i.path.join('.') || '(env)'}: ${i.message}`).join('; ');
 }
 
+function required(service: ServiceName, raw: RawAll): string[] {
+  if (service === 'all-in-one') return [];
+  const missing: string[] = [];
+  if (!raw.NATS_URL) missing.push('NATS_URL');
+  if ((service === 'control-plane' || service === 'audit') && !raw.DATABASE_URL) missing.push('DATABASE_URL');
+  if (service === 'control-plane' && !raw.VLT_MASTER_KEY) missing.push('VLT_MASTER_KEY');
+  return missing;
+}
+
 /**
- * Parses the environment for one service. Split services (everything but the all-in-one)
- * refuse to start without NATS_URL, and those that own tables without DATABASE_URL.
+ * Parses the environment for one service, once, at start-up. Split services (everything but
+ * the all-in-one) refuse to start without NATS_URL, and those that own tables or keys without
+ * DATABASE_URL and VLT_MASTER_KEY; their config types then say so (no `!` at the call site).
  */
 export function loadConfig<S extends ServiceName>(
   service: S,
@@ -145,13 +169,10 @@ export function loadConfig<S extends ServiceName>(
   if (!parsed.success) {
     throw new ConfigError(`invalid configuration for ${service}: ${formatIssues(parsed.error)}`);
   }
-  const raw = parsed.data as Raw<'all-in-one'>;
-  const missing: string[] = [];
-  if (service !== 'all-in-one') {
-    if (!raw.NATS_URL) missing.push('NATS_URL');
-    if (service !== 'data-plane' && !raw.DATABASE_URL) missing.push('DATABASE_URL');
-    if (service === 'control-plane' && !raw.VLT_MASTER_KEY) missing.push('VLT_MASTER_KEY');
-  }
+  // Shapes absent from this service's schema are simply undefined here: their defaults apply.
+  const raw = schemas['all-in-one'].parse({}) as RawAll;
+  Object.assign(raw, parsed.data);
+  const missing = required(service, raw);
   if (missing.length) {
     throw new ConfigError(
       `${service} runs split from the others and needs ${missing.join(', ')} (only the all-in-one has embedded defaults)`,
@@ -175,7 +196,10 @@ export function loadConfig<S extends ServiceName>(
     host: raw.HOST,
     publicBaseUrl,
     logLevel: raw.LOG_LEVEL,
-    natsUrl: raw.NATS_URL,
+    natsServers: (raw.NATS_URL ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     natsPrefix: raw.VLT_NATS_PREFIX,
     trustProxy: raw.VLT_TRUST_PROXY,
     ssrfAllowCidrs: raw.VLT_SSRF_ALLOW_CIDRS,
@@ -183,18 +207,20 @@ export function loadConfig<S extends ServiceName>(
   const all: AllInOneConfig = {
     ...common,
     databaseUrl: raw.DATABASE_URL,
-    dataDir: raw.VLT_DATA_DIR ?? './.vlt-data',
     masterKey: raw.VLT_MASTER_KEY,
+    dataDir: raw.VLT_DATA_DIR,
     masterKeysOld: raw.VLT_MASTER_KEYS_OLD,
     agentTokenAudience: raw.AGENT_TOKEN_AUDIENCE ?? publicBaseUrl,
-    agentTokenTtlSeconds: raw.AGENT_TOKEN_TTL_SECONDS ?? 7200,
-    bootstrapSecretTtlSeconds: Math.round((raw.BOOTSTRAP_SECRET_TTL_HOURS ?? 1) * 3600),
-    approvalTtlSeconds: raw.VLT_APPROVAL_TTL_SECONDS ?? 300,
-    signup: raw.VLT_SIGNUP ?? 'open',
-    dashboardUrl: raw.VLT_DASHBOARD_URL,
-    upstreamTimeoutMs: raw.VLT_UPSTREAM_TIMEOUT_MS ?? 30_000,
-    credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS ?? 30_000,
-    pushApiUrl: raw.VLT_PUSH_API_URL,
+    agentTokenTtlSeconds: raw.AGENT_TOKEN_TTL_SECONDS,
+    bootstrapSecretTtlSeconds: Math.round(raw.BOOTSTRAP_SECRET_TTL_HOURS * 3600),
+    approvalTtlSeconds: raw.VLT_APPROVAL_TTL_SECONDS,
+    signup: raw.VLT_SIGNUP,
+    upstreamTimeoutMs: raw.VLT_UPSTREAM_TIMEOUT_MS,
+    upstreamIdleTimeoutMs: raw.VLT_UPSTREAM_IDLE_TIMEOUT_MS,
+    upstreamDeadlineMs: raw.VLT_UPSTREAM_DEADLINE_MS,
+    upstreamStreamDeadlineMs: raw.VLT_UPSTREAM_STREAM_DEADLINE_MS,
+    credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS,
   };
+  // The checks above guarantee the fields each split service's type declares required.
   return Object.freeze(all) as unknown as Readonly<ConfigByService[S]>;
 }

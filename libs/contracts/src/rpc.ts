@@ -50,7 +50,7 @@ export const ApprovalCreateRequest = z.object({
 export type ApprovalCreateRequest = z.infer<typeof ApprovalCreateRequest>;
 export const ApprovalCreateResponse = z.discriminatedUnion('ok', [
   z.object({ ok: z.literal(true), approvalRequestId: z.uuid(), expiresAt: z.string(), auditId: z.string() }),
-  z.object({ ok: z.literal(false), code: z.enum(['forbidden', 'revoked']) }),
+  z.object({ ok: z.literal(false), code: z.enum(['forbidden', 'revoked', 'too_many_pending']) }),
 ]);
 
 /** Data plane → control plane: consume an approved request, exactly once. */

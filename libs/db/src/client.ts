@@ -15,5 +15,9 @@ export function createPrismaClient(databaseUrl: string, opts: CreatePrismaClient
     connectionString: databaseUrl,
     ...(opts.max !== undefined ? { max: opts.max } : {}),
   });
-  return new PrismaClient({ adapter });
+  // Interactive transactions queue for a pool connection (and, on embedded PGlite, for its one
+  // session). Prisma's defaults (2 s to start, 5 s to finish) turned a burst of 30 concurrent
+  // writes into 500s; writes wait their turn instead, and a start that still times out is
+  // answered 503 by the error handler.
+  return new PrismaClient({ adapter, transactionOptions: { maxWait: 15_000, timeout: 30_000 } });
 }

@@ -10,7 +10,12 @@ export interface OpenDatabaseOptions {
   dataDir: string;
   /** Apply pending migrations before returning. */
   migrate: boolean;
-  /** Pool size of the client; defaults to pg's 10, or 4 when embedded (one session anyway). */
+  /**
+   * Pool size of the client; defaults to pg's 10, or 1 when embedded. PGlite has one session
+   * and pglite-socket interleaves the extended-protocol messages of concurrent sockets (one
+   * socket's Parse can replace another's unnamed statement between its Bind and Execute), so
+   * every query of the embedded database goes through one connection, in order.
+   */
   max?: number;
 }
 
@@ -29,7 +34,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   const url = configured || (embedded?.url ?? '');
   try {
     if (opts.migrate) await applyMigrations(url);
-    const prisma = createPrismaClient(url, { max: opts.max ?? (embedded ? 4 : undefined) });
+    const prisma = createPrismaClient(url, { max: opts.max ?? (embedded ? 1 : undefined) });
     let closed: Promise<void> | undefined;
     return {
       prisma,

@@ -38,6 +38,8 @@ export interface AllowlistTarget {
   host: string;
   port: number;
   path: string;
+  /** `path` without a trailing slash: `/me/` is admitted by a `/me` pattern (servers read them alike). */
+  matchPath: string;
 }
 
 /** The first entry that admits the request, or null (default deny). */
@@ -49,7 +51,9 @@ export function matchAllowlist(
   for (const entry of entries) {
     if (entry.host !== target.host || entry.port !== target.port) continue;
     if (!entry.methods.includes(method)) continue;
-    for (const p of entry.patterns) if (pathMatchesPattern(target.path, p)) return entry;
+    for (const p of entry.patterns) {
+      if (pathMatchesPattern(target.path, p) || pathMatchesPattern(target.matchPath, p)) return entry;
+    }
   }
   return null;
 }

@@ -315,3 +315,15 @@ describe('runtime', () => {
     expect(rt.limits?.maxResponseSizeBytes).toBe(10);
   });
 });
+
+describe('regression: allowlist hosts are DNS names, never literal wildcards (security review, class 14)', () => {
+  it.each([
+    'https://*.example',
+    'https://*.example.com/v1',
+    'https://api.*.com',
+    'https://a%2Ab.example.com',
+  ])('refuses %s at write time', (baseUrl) => {
+    const errors = validateAllowlists([{ baseUrl, methods: ['GET'], pathPatterns: ['/*'] }]);
+    expect(errors.join()).toMatch(/allowlists\[0\]: baseUrl: .*invalid host/);
+  });
+});

@@ -119,6 +119,8 @@ export interface PolicyRuntime {
   /** Same object as `rateLimits` (the data plane reads `maxResponseSizeBytes` from here). */
   readonly limits: RateLimits | null;
   readonly providerConstraints: ProviderConstraints | null;
+  /** Some rule or provider constraint reads the request body: JSON bodies must then be strict. */
+  readonly readsBody: boolean;
 }
 
 function regexOrFail(source: string, where: string) {
@@ -205,6 +207,7 @@ export function hydratePolicy(json: unknown): PolicyRuntime {
     rateLimits: c.rateLimits,
     limits: c.rateLimits,
     providerConstraints: c.providerConstraints,
+    readsBody: requestRules.some((r) => r.body !== null) || c.providerConstraints !== null,
   });
 }
 

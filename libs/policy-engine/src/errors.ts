@@ -48,3 +48,16 @@ export class ResponseFilterEncodingError extends Error {
     this.name = 'ResponseFilterEncodingError';
   }
 }
+
+/**
+ * A response that rules apply to cannot be filtered as they require (a media type or payload
+ * the filters cannot honour). The caller refuses it (403) rather than pass it unfiltered.
+ */
+export class ResponseUnfilterableError extends Error {
+  readonly code = 'RESPONSE_UNFILTERABLE';
+  readonly statusCode = 403;
+  constructor(message: string) {
+    super(message);
+    this.name = 'ResponseUnfilterableError';
+  }
+}

@@ -1,40 +1,93 @@
 import { describe, expect, it } from 'vitest';
-import { requestFingerprint } from './fingerprint.js';
+import { canonicalJsonText } from './fingerprint.js';
+import type { ExecutionRequest } from './pipeline.js';
+import { evaluateExecution } from './pipeline.js';
+import { runtime } from './test-fixtures.js';
 
-const base = {
+/** The fingerprint the pipeline files an approval with (every write needs one here). */
+const rt = runtime({ stepUpApproval: 'always' });
+function fingerprint(req: ExecutionRequest): string {
+  const d = evaluateExecution(req, rt, {
+    now: new Date('2024-01-01T12:00:00Z'),
+    requestsInLastHour: 0,
+    ssrfAllowCidrs: [],
+    model: 'B',
+    resolvedAddresses: ['93.184.216.34'],
+  });
+  if (d.outcome !== 'require_approval') throw new Error(`expected an approval, got ${d.outcome}`);
+  return d.fingerprint;
+}
+
+const base: ExecutionRequest = {
   method: 'POST',
   url: 'https://api.example.com/v1/send',
   query: { a: '1' },
+  headers: { 'x-team': 'ops' },
   body: { to: 'x', cc: ['y'] },
 };
 
-describe('requestFingerprint', () => {
+describe('approval fingerprint', () => {
   it('is a stable SHA-256 hex digest', () => {
-    expect(requestFingerprint(base)).toMatch(/^[0-9a-f]{64}$/);
-    expect(requestFingerprint(base)).toBe(requestFingerprint(structuredClone(base)));
+    expect(fingerprint(base)).toMatch(/^[0-9a-f]{64}$/);
+    expect(fingerprint(base)).toBe(fingerprint(structuredClone(base)));
   });
 
-  it('does not change with spellings that mean the same request', () => {
-    const fp = requestFingerprint(base);
-    expect(requestFingerprint({ ...base, method: 'post' })).toBe(fp);
-    expect(requestFingerprint({ ...base, url: 'https://API.example.com:443/v1/./send' })).toBe(fp);
-    expect(requestFingerprint({ ...base, body: { cc: ['y'], to: 'x' } })).toBe(fp);
-    expect(requestFingerprint({ ...base, body: '{ "cc": ["y"], "to": "\\u0078" }' })).toBe(fp);
-    expect(
-      requestFingerprint({ ...base, url: 'https://api.example.com/v1/send?a=1', query: undefined }),
-    ).toBe(fp);
+  it('does not change with spellings that send the same request', () => {
+    const fp = fingerprint(base);
+    expect(fingerprint({ ...base, method: 'post' })).toBe(fp);
+    expect(fingerprint({ ...base, url: 'https://API.example.com:443/v1/./send' })).toBe(fp);
+    expect(fingerprint({ ...base, url: 'https://api.example.com/v1/send?a=1', query: undefined })).toBe(fp);
+    expect(fingerprint({ ...base, headers: { 'X-Team': 'ops', Authorization: 'Bearer stripped' } })).toBe(fp);
+    expect(fingerprint({ ...base, body: { cc: ['y'], to: 'x' } })).toBe(fp);
+    expect(fingerprint({ ...base, body: '{ "cc": ["y"], "to": "\\u0078" }' })).toBe(fp);
   });
 
   it('changes with anything that changes the request', () => {
-    const fp = requestFingerprint(base);
-    expect(requestFingerprint({ ...base, method: 'PUT' })).not.toBe(fp);
-    expect(requestFingerprint({ ...base, url: 'https://api.example.com/v1/send2' })).not.toBe(fp);
-    expect(requestFingerprint({ ...base, query: { a: '2' } })).not.toBe(fp);
-    expect(requestFingerprint({ ...base, body: { to: 'x', cc: ['z'] } })).not.toBe(fp);
-    expect(requestFingerprint({ ...base, body: undefined })).not.toBe(fp);
-    expect(requestFingerprint({ ...base, requestFullFields: true })).not.toBe(fp);
-    expect(requestFingerprint({ ...base, body: 'to=x' })).not.toBe(
-      requestFingerprint({ ...base, body: '"to=x"' }),
-    );
+    const fp = fingerprint(base);
+    expect(fingerprint({ ...base, method: 'PUT' })).not.toBe(fp);
+    expect(fingerprint({ ...base, url: 'https://api.example.com/v1/send2' })).not.toBe(fp);
+    expect(fingerprint({ ...base, query: { a: '2' } })).not.toBe(fp);
+    expect(fingerprint({ ...base, body: { to: 'x', cc: ['z'] } })).not.toBe(fp);
+    expect(fingerprint({ ...base, body: undefined })).not.toBe(fp);
+    expect(fingerprint({ ...base, requestFullFields: true })).not.toBe(fp);
+    expect(fingerprint({ ...base, body: 'to=x' })).not.toBe(fingerprint({ ...base, body: '"to=x"' }));
+  });
+
+  it('regression: numbers are fingerprinted as written (security review, class 4)', () => {
+    // Approved 9007199254740992, redeemed 9007199254740993: JSON.parse makes them equal, the
+    // provider does not. Likewise 1e400 (Infinity → null) and null.
+    const pairs: Array<[string, string]> = [
+      ['{"amount":9007199254740992}', '{"amount":9007199254740993}'],
+      ['{"amount":1e400}', '{"amount":null}'],
+      ['{"amount":1.0}', '{"amount":1}'],
+      ['{"amount":-0}', '{"amount":0}'],
+      ['[1e2]', '[100]'],
+    ];
+    for (const [approved, redeemed] of pairs) {
+      expect(fingerprint({ ...base, body: approved }), `${approved} vs ${redeemed}`).not.toBe(
+        fingerprint({ ...base, body: redeemed }),
+      );
+    }
+  });
+
+  it('regression: the forwarded headers are part of the fingerprint (security review, class 4)', () => {
+    const fp = fingerprint(base);
+    expect(fingerprint({ ...base, headers: { 'x-team': 'finance' } })).not.toBe(fp);
+    expect(fingerprint({ ...base, headers: { 'x-team': 'ops', 'x-extra': '1' } })).not.toBe(fp);
+    expect(fingerprint({ ...base, headers: {} })).not.toBe(fp);
+  });
+});
+
+describe('canonicalJsonText', () => {
+  it.each([
+    ['{"b":1,"a":[true,false,null]}', '{"a":[true,false,null],"b":1}'],
+    [' { "a" : { "d" : 1 , "c" : 2e10 } } ', '{"a":{"c":2e10,"d":1}}'],
+    ['"\\u0041\\n"', '"A\\n"'],
+    ['12345678901234567890123', '12345678901234567890123'],
+    ['{}', '{}'],
+    ['[ ]', '[]'],
+    ['{"k\\"ey":"v"}', '{"k\\"ey":"v"}'],
+  ])('%s → %s', (text, want) => {
+    expect(canonicalJsonText(text)).toBe(want);
   });
 });

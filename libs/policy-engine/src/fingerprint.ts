@@ -1,42 +1,117 @@
 /**
- * The approval fingerprint: a SHA-256 over method, canonical URL (with `query` merged in),
- * body as canonical JSON (sorted keys; a string that is JSON counts as its value) and
- * `requestFullFields`. An approval executes only the request it was granted for; headers are
- * not part of it (the spec binds approvals to method, URL, query, body and full-fields flag).
+ * The approval fingerprint: a SHA-256 over exactly what will be sent — method, canonical URL
+ * (query merged in), the body bytes in a canonical form, `requestFullFields`, and the headers
+ * that will be forwarded. An approval executes only the request it was granted for.
+ *
+ * The body's canonical form sorts object keys and normalises string escapes, but keeps every
+ * number exactly as written: `9007199254740993` and `9007199254740992` are different requests
+ * (JSON.parse would make them equal), and so are `1e400` and `null`. A body that is not JSON is
+ * fingerprinted as its text.
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from './json-util.js';
-import { canonicalizeTarget } from './url-canonicalizer.js';
 
 export interface FingerprintInput {
   method: string;
-  url: string;
-  query?: Record<string, string>;
-  body?: unknown;
-  requestFullFields?: boolean;
+  /** The canonical target URL, as the policy engine will send it. */
+  href: string;
+  /** Exactly the body that will be sent, or undefined for none. */
+  body: string | undefined;
+  requestFullFields: boolean;
+  /** The headers that will be forwarded (already sanitised, lower-case names). */
+  headers: Record<string, string>;
 }
 
-function canonicalBody(body: unknown): string {
-  if (body === undefined || body === null || body === '') return 'none';
-  if (typeof body === 'string') {
-    try {
-      return `json:${canonicalJson(JSON.parse(body))}`;
-    } catch {
-      return `text:${body}`;
+const WS = new Set([0x20, 0x09, 0x0a, 0x0d]);
+const VALUE_END = new Set([0x2c, 0x5d, 0x7d, 0x20, 0x09, 0x0a, 0x0d]);
+
+/**
+ * Canonical JSON text of a valid JSON document, numbers kept as their lexemes. The caller has
+ * parsed and bounded the text already (depth ≤ 64), so the recursion is shallow.
+ */
+export function canonicalJsonText(text: string): string {
+  let i = 0;
+  const skipWs = () => {
+    while (i < text.length && WS.has(text.charCodeAt(i))) i++;
+  };
+  const readString = (): string => {
+    const start = i++;
+    for (;;) {
+      const c = text.charCodeAt(i);
+      if (c === 0x5c) i += 2;
+      else if (c === 0x22) break;
+      else i++;
     }
+    i++;
+    return JSON.parse(text.slice(start, i)) as string;
+  };
+  const value = (): string => {
+    skipWs();
+    const c = text.charCodeAt(i);
+    if (c === 0x7b /* { */) {
+      i++;
+      const members: Array<[string, string]> = [];
+      skipWs();
+      if (text.charCodeAt(i) === 0x7d) {
+        i++;
+        return '{}';
+      }
+      for (;;) {
+        skipWs();
+        const key = readString();
+        skipWs();
+        i++; // ':'
+        members.push([key, value()]);
+        skipWs();
+        if (text.charCodeAt(i++) !== 0x2c) break; // ',' continues, '}' ends
+      }
+      members.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      return `{${members.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(',')}}`;
+    }
+    if (c === 0x5b /* [ */) {
+      i++;
+      const items: string[] = [];
+      skipWs();
+      if (text.charCodeAt(i) === 0x5d) {
+        i++;
+        return '[]';
+      }
+      for (;;) {
+        items.push(value());
+        skipWs();
+        if (text.charCodeAt(i++) !== 0x2c) break;
+      }
+      return `[${items.join(',')}]`;
+    }
+    if (c === 0x22) return JSON.stringify(readString());
+    // A number or a literal: its lexeme, exactly as written.
+    const start = i;
+    while (i < text.length && !VALUE_END.has(text.charCodeAt(i))) i++;
+    return text.slice(start, i);
+  };
+  return value();
+}
+
+function canonicalBody(body: string | undefined): string {
+  if (body === undefined) return 'none';
+  try {
+    JSON.parse(body);
+  } catch {
+    return `text:${body}`;
   }
-  return `json:${canonicalJson(body)}`;
+  return `json:${canonicalJsonText(body)}`;
 }
 
 export function requestFingerprint(req: FingerprintInput): string {
-  const target = canonicalizeTarget(req.url, req.query);
-  const url = target.ok ? target.href : `raw:${req.url}?${canonicalJson(req.query ?? {})}`;
+  const headers = Object.keys(req.headers)
+    .sort()
+    .map((name) => [name, req.headers[name]!]);
   const material = JSON.stringify([
-    'vlt-approval-fingerprint-v1',
-    String(req.method).toUpperCase(),
-    url,
+    'vlt-approval-fingerprint-v2',
+    req.method.toUpperCase(),
+    req.href,
     canonicalBody(req.body),
-    req.requestFullFields === true,
+    req.requestFullFields,
+    headers,
   ]);
   return createHash('sha256').update(material).digest('hex');
 }

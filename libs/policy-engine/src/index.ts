@@ -25,6 +25,9 @@ export type {
   TokenVendingDecision,
 } from './pipeline.js';
 
+export { jsonBoundsViolation, REQUEST_JSON_BOUNDS } from './json-bounds.js';
+export type { JsonBounds } from './json-bounds.js';
+
 export { canonicalizeTarget } from './url-canonicalizer.js';
 export type { CanonicalTarget, CanonicalizeFailure, HostKind } from './url-canonicalizer.js';
 
@@ -41,9 +44,11 @@ export {
   filterResponseBody,
   createResponseFilterStream,
   createResponseFilterNodeStream,
+  responseFilterability,
 } from './response-body.js';
-export type { NodeFilterOptions, ResponseRoute } from './response-body.js';
+export type { NodeFilterOptions, ResponseFilterability, ResponseRoute } from './response-body.js';
 export type { ResponsePlan } from './response-filter.js';
+export { MAX_JSON_DEPTH } from './response-filter.js';
 export { DEFAULT_STREAM_LIMITS } from './stream-filters.js';
 export type { StreamFilterLimits } from './stream-filters.js';
 
@@ -52,4 +57,5 @@ export {
   CompiledPolicyError,
   ResponseFilterLimitError,
   ResponseFilterEncodingError,
+  ResponseUnfilterableError,
 } from './errors.js';

@@ -159,3 +159,20 @@ function referenceFindDuplicateKey(text: string): string | null {
   }
   return null;
 }
+
+describe('regression: findDuplicateKey is linear (security review, class 3)', () => {
+  const wide = (n: number, extra = '') =>
+    `{${Array.from({ length: n }, (_, i) => `"key-${i}":${i}`).join(',')}${extra}}`;
+
+  it('answers for 200k distinct keys, and finds a duplicate at the very end', () => {
+    expect(findDuplicateKey(wide(200_000))).toBeNull();
+    expect(findDuplicateKey(wide(200_000, ',"key-7":0'))).toBe('key-7');
+  });
+
+  it('keeps sibling wide objects apart, and sees duplicates in nested wide objects', () => {
+    const a = wide(50);
+    expect(findDuplicateKey(`[${a},${a}]`)).toBeNull();
+    expect(findDuplicateKey(`{"x":${a},"y":${wide(30, ',"key-29":1')}}`)).toBe('key-29');
+    expect(findDuplicateKey(`{"x":${a},"y":1,"x":2}`)).toBe('x');
+  });
+});

@@ -62,6 +62,8 @@ export function findDuplicateKey(text: string): string | null {
   const frame: number[] = [];
   const isObject: boolean[] = [];
   const expectKey: boolean[] = [];
+  // Per depth: the keys of the open object as a set, once it has LINEAR_KEYS keys.
+  const wide: Array<Set<string> | undefined> = [];
   let keys = 0;
   let depth = -1;
   // The next backslash at or after the last search (n: none), so each string learns whether it
@@ -93,10 +95,25 @@ export function findDuplicateKey(text: string): string | null {
         if (escaped) return findDuplicateKeyDecoding(text);
         const from = i + 1;
         const len = end - from;
-        for (let k = frame[depth]!; k < keys; k++) {
-          if (keyEnd[k]! - keyStart[k]! === len && sameChars(text, keyStart[k]!, from, len)) {
-            return text.slice(from, end);
+        const first = frame[depth]!;
+        if (keys - first < LINEAR_KEYS) {
+          for (let k = first; k < keys; k++) {
+            if (keyEnd[k]! - keyStart[k]! === len && sameChars(text, keyStart[k]!, from, len)) {
+              return text.slice(from, end);
+            }
           }
+        } else {
+          // A wide object: a set keeps the scan linear in the number of keys (a 100k-key body
+          // compared pairwise took seconds and blocked every tenant's requests).
+          let seen = wide[depth];
+          if (seen === undefined) {
+            seen = new Set<string>();
+            for (let k = first; k < keys; k++) seen.add(text.slice(keyStart[k]!, keyEnd[k]!));
+            wide[depth] = seen;
+          }
+          const key = text.slice(from, end);
+          if (seen.has(key)) return key;
+          seen.add(key);
         }
         keyStart[keys] = from;
         keyEnd[keys] = end;
@@ -109,6 +126,7 @@ export function findDuplicateKey(text: string): string | null {
     if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
       depth++;
       frame[depth] = keys;
+      wide[depth] = undefined;
       isObject[depth] = c === 0x7b;
       expectKey[depth] = c === 0x7b;
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
@@ -121,6 +139,9 @@ export function findDuplicateKey(text: string): string | null {
   }
   return null;
 }
+
+/** Objects with fewer keys are searched pairwise: cheapest for the common small object. */
+const LINEAR_KEYS = 16;
 
 function sameChars(text: string, a: number, b: number, len: number): boolean {
   for (let k = 0; k < len; k++) if (text.charCodeAt(a + k) !== text.charCodeAt(b + k)) return false;

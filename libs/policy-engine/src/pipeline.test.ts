@@ -216,7 +216,14 @@ describe('evaluateExecution: each step refuses', () => {
     expect(first).toMatchObject({
       outcome: 'require_approval',
       code: 'step_up_risk_based',
-      fingerprint: requestFingerprint(POST),
+      // Over exactly what would be sent: canonical URL, body bytes, forwarded headers.
+      fingerprint: requestFingerprint({
+        method: 'POST',
+        href: 'https://api.example.com/v1/items',
+        body: JSON.stringify(POST.body),
+        requestFullFields: false,
+        headers: {},
+      }),
     });
     expect(
       evaluateExecution(
@@ -273,6 +280,154 @@ describe('evaluateExecution: each step refuses', () => {
   });
 });
 
+describe('regression: deep bodies are refused before anything recurses (security review, class 12)', () => {
+  it('a string body nested 100k levels deep is a bad request, never a stack overflow', () => {
+    const deep = '['.repeat(100_000) + ']'.repeat(100_000);
+    const rt = runtime({ stepUpApproval: 'always' });
+    for (const body of [deep, `{"a":${deep}}`]) {
+      expect(evaluateExecution({ ...POST, body }, rt, ctx())).toMatchObject({
+        outcome: 'bad_request',
+        reason: expect.stringMatching(/nested deeper than 64/),
+      });
+    }
+  });
+});
+
+describe('regression: path rules hold for path-parameter and trailing variants (security review, class 5)', () => {
+  it('every variant of a denied path is refused or denied, and the plain path too', () => {
+    const rt = runtime({
+      allowlists: [
+        { baseUrl: 'https://api.example.com', methods: ['POST'], pathPatterns: ['/rest/api/3/*'] },
+      ],
+      rules: {
+        request: [
+          { label: 'no issue creation', match: { urlPattern: '^/rest/api/3/issue$' }, action: 'deny' },
+        ],
+      },
+    });
+    const variants = [
+      '/rest/api/3/issue',
+      '/rest/api/3/issue;jsessionid=x',
+      '/rest/api/3/issue;',
+      '/rest/api/3/issue%3B',
+      '/rest/api/3/issue%3b',
+      '/rest/api/3/issue/',
+      '/rest/api/3/issue/.',
+      '/rest/api/3/issue//',
+      '/rest/api/3/issue%20',
+      '/rest/api/3/issue%09',
+      '/rest/api/3/issue%C2%A0',
+      '/rest/api/3/./issue',
+      '/rest/api/3/x/../issue',
+      '/rest/api/3/issue?x=1',
+    ];
+    for (const path of variants) {
+      const d = evaluateExecution({ ...POST, url: `https://api.example.com${path}` }, rt, ctx());
+      expect(d.outcome, path).toBe('deny');
+      expect(
+        d.outcome === 'deny' && ['url_refused', 'rule_denied'].includes(d.code),
+        `${path}: ${JSON.stringify(d)}`,
+      ).toBe(true);
+    }
+    // A neighbouring path is not caught by the rule.
+    expect(
+      evaluateExecution({ ...POST, url: 'https://api.example.com/rest/api/3/issues' }, rt, ctx()).outcome,
+    ).not.toBe('deny');
+  });
+});
+
+describe('regression: body rules cannot be dodged with JSON only a lenient parser reads (security review, class 6)', () => {
+  const rt = runtime({
+    rules: {
+      request: [
+        { label: 'no admins', match: { body: [{ path: 'role', op: 'eq', value: 'admin' }] }, action: 'deny' },
+      ],
+    },
+  });
+  const json = { 'content-type': 'application/json' };
+  const lenient = [
+    ['UTF-8 BOM', '\uFEFF{"role":"admin"}'],
+    ['trailing second document', '{"role":"user"}{"role":"admin"}'],
+    ['comment', '{"role":/* x */"admin"}'],
+    ['NBSP prefix', '\u00A0{"role":"admin"}'],
+    ['trailing comma', '{"role":"admin",}'],
+    ['single quotes', "{'role':'admin'}"],
+    ['unquoted key', '{role:"admin"}'],
+  ];
+
+  it.each(lenient)('%s is refused with 400 when sent as JSON', (_name, body) => {
+    for (const headers of [
+      json,
+      { 'content-type': 'application/vnd.api+json' },
+      {},
+      { 'content-type': 'text/plain' },
+    ]) {
+      expect(evaluateExecution({ ...POST, headers, body }, rt, ctx()).outcome, JSON.stringify(headers)).toBe(
+        'bad_request',
+      );
+    }
+  });
+
+  it('strict JSON is judged as before, and policies that never read the body keep opaque strings', () => {
+    expect(evaluateExecution({ ...POST, headers: json, body: '{"role":"admin"}' }, rt, ctx())).toMatchObject({
+      outcome: 'deny',
+      code: 'rule_denied',
+    });
+    expect(evaluateExecution({ ...POST, headers: json, body: ' {"role":"user"}\n' }, rt, ctx()).outcome).toBe(
+      'allow',
+    );
+    expect(evaluateExecution({ ...POST, body: 'plain text' }, rt, ctx()).outcome).toBe('allow');
+    expect(evaluateExecution({ ...POST, headers: json, body: "{'a':1}" }, runtime(), ctx()).outcome).toBe(
+      'allow',
+    );
+  });
+});
+
+describe('regression: routing-override headers and unsafe names (security review, classes 13 and 14)', () => {
+  it('never forwards X-Original-URL, X-Rewrite-URL, Cookie2 and their kin', () => {
+    const d = evaluateExecution(
+      {
+        ...GET,
+        headers: {
+          'X-Original-URL': '/admin',
+          'X-Rewrite-URL': '/admin',
+          'X-Original-URI': '/admin',
+          'X-Override-URL': '/admin',
+          'X-HTTP-DestinationURL': '/admin',
+          Cookie2: '$Version=1',
+          'X-Keep': 'yes',
+        },
+      },
+      runtime(),
+      ctx(),
+    );
+    expect(d.outcome === 'allow' && d.target.headers).toEqual({ 'x-keep': 'yes' });
+  });
+
+  it('describes an invalid header name without echoing NUL or lone surrogates', () => {
+    for (const name of ['x-a\u0000b', 'x-\ud800', 'x y']) {
+      const d = evaluateExecution({ ...GET, headers: { [name]: 'v' } }, runtime(), ctx());
+      expect(d.outcome).toBe('bad_request');
+      const reason = d.outcome === 'bad_request' ? d.reason : '';
+      expect(reason.includes('\u0000')).toBe(false);
+      expect(reason).not.toMatch(/[\ud800-\udfff]/);
+      expect(reason).toMatch(/^invalid header name /);
+    }
+  });
+});
+
+describe('regression: approvals count against the rate limit (security review, class 10)', () => {
+  it('past the hourly limit, a write that needs approval is refused with 429 instead of filing one', () => {
+    const rt = runtime({ stepUpApproval: 'always', rateLimits: { maxRequestsPerHour: 3 } });
+    expect(evaluateExecution(POST, rt, ctx({ requestsInLastHour: 2 })).outcome).toBe('require_approval');
+    expect(evaluateExecution(POST, rt, ctx({ requestsInLastHour: 3 }))).toMatchObject({
+      outcome: 'deny',
+      status: 429,
+      step: 'rate_limit',
+    });
+  });
+});
+
 describe('evaluateExecution: order of the steps', () => {
   // A request that fails every step: each policy variant fixes the earlier steps so that the
   // next one decides. The first failing step in the spec's order must always be the one reported.
@@ -297,7 +452,13 @@ describe('evaluateExecution: order of the steps', () => {
     ],
     ['provider_constraints', {}, {}],
     ['request_rules', { providerConstraints: null }, {}],
-    ['step_up', { rules: { request: [] }, stepUpApproval: 'always' }, {}],
+    // With an approval on the request, step-up decides before the rate limit. (Filing a new
+    // approval is itself rate-limited: see 'regression: approvals count against the rate limit'.)
+    [
+      'step_up',
+      { rules: { request: [] }, stepUpApproval: 'always' },
+      { approval: { status: 'pending', fingerprintMatches: true } },
+    ],
     ['rate_limit', { stepUpApproval: 'never' }, {}],
     ['payload_size', { rateLimits: { maxRequestsPerHour: 1, maxPayloadSizeBytes: 1 } }, {}],
   ];
@@ -350,6 +511,7 @@ describe('evaluateExecution: the allow decision', () => {
         hostKind: 'domain',
         port: 443,
         path: '/v1/items',
+        matchPath: '/v1/items',
         search: '?b=2&q=a%20b',
         headers: { accept: 'application/json', 'x-many': 'a, b' },
         body: '{"name":"x"}',

@@ -85,6 +85,8 @@ export interface ExecutionTarget {
   hostKind: HostKind;
   port: number;
   path: string;
+  /** The path rules match (no trailing slash): response rules must use it too. */
+  matchPath: string;
   search: string;
   /** Headers to forward (credentials, hop-by-hop and routing headers removed). */
   headers: Record<string, string>;
@@ -106,7 +108,15 @@ export type ExecutionDecision =
       audit: ExecutionAudit;
     }
   | { outcome: 'needs_resolution'; host: string; port: number }
-  | { outcome: 'require_approval'; fingerprint: string; code: string; reason: string; audit: ExecutionAudit }
+  | {
+      outcome: 'require_approval';
+      fingerprint: string;
+      /** The canonical URL that would be sent (query merged): what a reviewer must see. */
+      href: string;
+      code: string;
+      reason: string;
+      audit: ExecutionAudit;
+    }
   | { outcome: 'bad_request'; status: 400; reason: string };
 
 const METHODS: ReadonlySet<string> = new Set(HttpMethodSchema.options);
@@ -160,7 +170,7 @@ export function evaluateExecution(
     return badRequest('query must map names to strings');
   const headers = sanitizeRequestHeaders(req.headers);
   if (!headers.ok) return badRequest(headers.reason);
-  const body = prepareRequestBody(req.body, headerValue(headers.headers, 'content-type'));
+  const body = prepareRequestBody(req.body, headerValue(headers.headers, 'content-type'), policy.readsBody);
   if (!body.ok) return badRequest(body.reason);
 
   const c = policy.compiled;
@@ -228,7 +238,7 @@ export function evaluateExecution(
   // 6. Request rules (first match wins) and the access mode.
   const rule = evaluateRequestRules(policy.requestRules, {
     method: httpMethod,
-    path: target.path,
+    path: target.matchPath,
     body: body.inspected,
   });
   if (rule) audit.rule = { index: rule.index, label: rule.label, action: rule.action };
@@ -244,12 +254,28 @@ export function evaluateExecution(
 
   // 7. Step-up approval.
   let approvalUsed = false;
+  const limits = policy.rateLimits;
+  const overLimit =
+    limits !== null && limits !== undefined && ctx.requestsInLastHour >= limits.maxRequestsPerHour;
   if (access.kind === 'approval') {
     const approval = ctx.approval;
     if (!approval) {
+      // Filing an approval counts as a request: past the limit, no more approvals are filed
+      // (otherwise the limit would bound executions but not reviewers' queues).
+      if (overLimit) {
+        const retryAfter = retryAfterSeconds(ctx.now, ctx.oldestRequestInWindowAt);
+        return deny('rate_limit', 'rate_limited', 'rate limit exceeded', 429, retryAfter);
+      }
       return {
         outcome: 'require_approval',
-        fingerprint: requestFingerprint(req),
+        href: target.href,
+        fingerprint: requestFingerprint({
+          method,
+          href: target.href,
+          body: body.payload,
+          requestFullFields: req.requestFullFields === true,
+          headers: headers.headers,
+        }),
         code: access.code,
         reason: access.reason,
         audit: { ...audit, step: 'step_up', code: access.code },
@@ -270,8 +296,7 @@ export function evaluateExecution(
   }
 
   // 8. Rate limit per agent+connection pair.
-  const limits = policy.rateLimits;
-  if (limits && ctx.requestsInLastHour >= limits.maxRequestsPerHour) {
+  if (overLimit) {
     const retryAfter = retryAfterSeconds(ctx.now, ctx.oldestRequestInWindowAt);
     return deny('rate_limit', 'rate_limited', 'rate limit exceeded', 429, retryAfter);
   }
@@ -295,6 +320,7 @@ export function evaluateExecution(
       hostKind: target.hostKind,
       port: target.port,
       path: target.path,
+      matchPath: target.matchPath,
       search: target.search,
       headers: headers.headers,
       body: body.payload,

@@ -31,7 +31,8 @@ export type InspectedBody =
   | { kind: 'opaque' };
 
 export interface ConstraintTarget {
-  path: string;
+  /** The path as rules match it (no trailing slash). */
+  matchPath: string;
   /** Canonical query string including `?`, or ''. */
   search: string;
 }
@@ -195,7 +196,7 @@ function checkSuiteB(
   const restricted = pc.allowedTenantIds.length + pc.allowedChatIds.length + pc.allowedChannelIds.length > 0;
   if (!restricted) return OK;
   const ids: SuiteBIds = { tenant: [], chat: [], channel: [], unnamedChannel: false };
-  if (!collectSuiteBPath(t.path, ids))
+  if (!collectSuiteBPath(t.matchPath, ids))
     return { ok: false as const, reason: 'request path cannot be inspected' };
   if (body.kind === 'opaque' || body.kind === 'form') {
     return { ok: false as const, reason: 'request body cannot be inspected for tenant, chat or channel ids' };
@@ -203,7 +204,7 @@ function checkSuiteB(
   if (body.kind === 'json') {
     collectSuiteBBody(body.value, ids);
     // A batch carries whole requests in its body; each sub-request is checked like a request.
-    if (/\/\$batch$/i.test(t.path)) {
+    if (/\/\$batch$/i.test(t.matchPath)) {
       const requests = isPlainObject(body.value) ? body.value.requests : undefined;
       if (!Array.isArray(requests)) return { ok: false as const, reason: 'batch body cannot be inspected' };
       for (const r of requests) {

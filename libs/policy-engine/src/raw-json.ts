@@ -54,6 +54,8 @@ if (RAW_MAX_DEPTH >= MAX_JSON_DEPTH) throw new Error('RAW_MAX_DEPTH must stay be
 
 /** Keys of all open objects the scratch holds; a text with more takes the full path. */
 const MAX_OPEN_KEYS = 4096;
+/** Objects with fewer keys are searched linearly (cheapest for the common small object). */
+const LINEAR_KEYS = 16;
 
 /** Integer digits a number may have and still be certain to stay below 1e12 (the redaction bound). */
 const MAX_INT_DIGITS = 11;
@@ -76,6 +78,8 @@ export interface RawJsonCheck {
   readonly keys: Int32Array;
   readonly keyStart: Int32Array;
   keyCount: number;
+  /** Per depth: the keys of the open object as a set, once it is wide (cleared when one opens). */
+  readonly keySets: Array<Set<number> | undefined>;
   /** Detectors without clues (custom patterns): run on every string value and integer. */
   readonly opaque: readonly Detector[];
   /** The filter's codec: how the full path decodes the bytes the opaque detectors see. */
@@ -132,6 +136,7 @@ export function rawJsonCheck(plan: ResponsePlan, decode: (bytes: Uint8Array) => 
     keys: new Int32Array(MAX_OPEN_KEYS),
     keyStart: new Int32Array(RAW_MAX_DEPTH),
     keyCount: 0,
+    keySets: [],
     opaque,
     decode,
   };
@@ -307,7 +312,20 @@ function scanKey(
   if ((digits !== 0 || flags !== 0) && suspicious(digits, flags, check)) return -1;
   const keys = check.keys;
   const first = check.keyStart[level]!;
-  for (let k = first; k < check.keyCount; k++) if (keys[k] === h) return -1;
+  const open = check.keyCount - first;
+  if (open < LINEAR_KEYS) {
+    for (let k = first; k < check.keyCount; k++) if (keys[k] === h) return -1;
+  } else {
+    // A wide object: look keys up in a set so the scan stays linear in the number of keys.
+    let seen = check.keySets[level];
+    if (seen === undefined) {
+      seen = new Set<number>();
+      for (let k = first; k < check.keyCount; k++) seen.add(keys[k]!);
+      check.keySets[level] = seen;
+    }
+    if (seen.has(h)) return -1;
+    seen.add(h);
+  }
   if (check.keyCount === keys.length) return -1; // more keys open than the scratch holds
   keys[check.keyCount++] = h;
   i = skipWs(b, i, end, lineBreaks);
@@ -346,6 +364,7 @@ export function rawJsonEnd(
         stack[depth++] = c;
         if (c === LBRACE) {
           check.keyStart[depth - 1] = check.keyCount;
+          check.keySets[depth - 1] = undefined;
           i = scanKey(b, i, end, check, lineBreaks, depth - 1);
           if (i === -1) return -1;
         }

@@ -13,6 +13,7 @@
  *   ids refuse it.
  */
 import type { InspectedBody } from './provider-constraints.js';
+import { jsonBoundsViolation, REQUEST_JSON_BOUNDS } from './json-bounds.js';
 import { findDuplicateKey } from './json-util.js';
 
 export type PreparedBody =
@@ -27,13 +28,33 @@ function formValue(text: string): Record<string, string[]> {
   return out;
 }
 
-export function prepareRequestBody(body: unknown, contentType: string | undefined): PreparedBody {
+// What a lenient reader may still take for JSON: an object or array after any Unicode
+// whitespace or byte-order mark.
+const LOOKS_STRUCTURED = /^[\s\uFEFF]*[[{]/;
+
+function isJsonMediaType(mime: string): boolean {
+  return mime === 'application/json' || mime.endsWith('+json');
+}
+
+/**
+ * @param strict The policy reads the body (request-rule body matchers or provider constraints):
+ * a body sent as JSON must then be strict RFC 8259 JSON. A provider's lenient parser would read
+ * a BOM, comments, single quotes or a trailing document that the rules never saw.
+ */
+export function prepareRequestBody(
+  body: unknown,
+  contentType: string | undefined,
+  strict = false,
+): PreparedBody {
   if (body === undefined || body === null || body === '') {
     return { ok: true, inspected: { kind: 'none' }, payload: undefined, size: 0 };
   }
   if (typeof body === 'string') {
     const size = Buffer.byteLength(body, 'utf8');
     if (JSON_START.test(body)) {
+      // A string body is parsed here, not by the HTTP layer: bound it before parsing too.
+      const violation = jsonBoundsViolation(body, REQUEST_JSON_BOUNDS);
+      if (violation !== null) return { ok: false, reason: `body: ${violation}` };
       let value: unknown;
       let parsed = false;
       try {
@@ -49,6 +70,15 @@ export function prepareRequestBody(body: unknown, contentType: string | undefine
       }
     }
     const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+    if (
+      strict &&
+      (isJsonMediaType(mime) || (mime !== 'application/x-www-form-urlencoded' && LOOKS_STRUCTURED.test(body)))
+    ) {
+      return {
+        ok: false,
+        reason: 'body is sent as JSON but is not strict JSON (RFC 8259); the policy reads it',
+      };
+    }
     if (mime === 'application/x-www-form-urlencoded') {
       return { ok: true, inspected: { kind: 'form', value: formValue(body) }, payload: body, size };
     }

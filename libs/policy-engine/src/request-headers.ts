@@ -9,6 +9,13 @@ const STRIPPED = new Set([
   'authorization',
   'proxy-authorization',
   'cookie',
+  'cookie2',
+  // Routing overrides some frameworks and proxies honour: the URL judged must be the URL served.
+  'x-original-url',
+  'x-rewrite-url',
+  'x-original-uri',
+  'x-override-url',
+  'x-http-destinationurl',
   'host',
   'connection',
   'keep-alive',
@@ -36,7 +43,9 @@ export function sanitizeRequestHeaders(headers: Record<string, unknown> | undefi
   if (headers === undefined) return { ok: true, headers: out };
   for (const [rawName, rawValue] of Object.entries(headers)) {
     const name = rawName.toLowerCase();
-    if (!TOKEN.test(name)) return { ok: false, reason: `invalid header name "${rawName}"` };
+    // Never echo an invalid name raw: it may hold NUL or lone surrogates that break whatever
+    // stores the reason (audit rows, logs).
+    if (!TOKEN.test(name)) return { ok: false, reason: `invalid header name ${describeName(rawName)}` };
     if (REFUSED.has(name)) return { ok: false, reason: `header "${rawName}" is not allowed` };
     if (
       STRIPPED.has(name) ||
@@ -47,11 +56,17 @@ export function sanitizeRequestHeaders(headers: Record<string, unknown> | undefi
       continue;
     const value = Array.isArray(rawValue) ? rawValue.join(', ') : rawValue;
     if (typeof value !== 'string' || !VALUE.test(value)) {
-      return { ok: false, reason: `invalid value for header "${rawName}"` };
+      return { ok: false, reason: `invalid value for header "${name}"` };
     }
     out[name] = value;
   }
   return { ok: true, headers: out };
+}
+
+/** A header name as a reason may show it: JSON-escaped, without lone surrogates, bounded. */
+function describeName(raw: string): string {
+  const shown = JSON.stringify(raw.length > 64 ? `${raw.slice(0, 64)}…` : raw);
+  return shown.replace(/\\u[dD][89a-fA-F][0-9a-fA-F]{2}/g, '\uFFFD');
 }
 
 export function headerValue(headers: Record<string, string>, name: string): string | undefined {

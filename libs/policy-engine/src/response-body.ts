@@ -5,13 +5,58 @@
 import type { Transform } from 'node:stream';
 import type { PolicyRuntime } from './compile.js';
 import { planResponse } from './compile.js';
-import { UTF8_CODEC, classifyContentType } from './content-type.js';
+import { UTF8_CODEC, classifyContentType, codecFor } from './content-type.js';
+import { ResponseFilterEncodingError } from './errors.js';
 import type { ResponseRoute } from './response-filter.js';
 import { filterJsonValue } from './response-filter.js';
 import type { StreamFilterLimits } from './stream-filters.js';
 import { createFilterCore, runFilterCore, toNodeTransform, toWebTransform } from './stream-filters.js';
 
 export type { ResponseRoute };
+
+/**
+ * What the response rules that apply to one response can do with its media type:
+ * - `pass`: no rule applies to this route; the bytes pass as they are.
+ * - `filter`: every applicable rule can be honoured for this media type.
+ * - `refuse`: a rule applies that this media type cannot honour. The caller must refuse the
+ *   response (never pass it unfiltered). Field rules (`allowFields`, `denyFields`) and provider
+ *   inbound filters need JSON structure: JSON, NDJSON or SSE. Redaction needs text: those plus
+ *   text/*, XML, HTML, CSV and the other text-like types. Binary types (octet-stream, images,
+ *   multipart, PDF, unknown types) and charsets the filters cannot decode honour neither.
+ */
+export type ResponseFilterability =
+  { kind: 'pass' } | { kind: 'filter' } | { kind: 'refuse'; reason: string };
+
+export function responseFilterability(
+  contentType: string | null | undefined,
+  policy: PolicyRuntime,
+  route: ResponseRoute,
+): ResponseFilterability {
+  const plan = planResponse(policy, route);
+  if (!plan) return { kind: 'pass' };
+  const media = classifyContentType(contentType);
+  const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase() || 'an unlabelled body';
+  if (media.kind === 'binary') {
+    return { kind: 'refuse', reason: `response rules apply, and ${mime} responses cannot be filtered` };
+  }
+  try {
+    codecFor(media.charset);
+  } catch (err) {
+    if (!(err instanceof ResponseFilterEncodingError)) throw err;
+    return {
+      kind: 'refuse',
+      reason: `response rules apply, and the ${media.charset} charset cannot be filtered`,
+    };
+  }
+  const needsStructure = plan.inbound !== null || plan.rules.some((r) => r.allowFields || r.denyFields);
+  if (needsStructure && media.kind === 'text') {
+    return {
+      kind: 'refuse',
+      reason: `field rules apply, and ${mime} responses have no JSON fields to filter`,
+    };
+  }
+  return { kind: 'filter' };
+}
 
 /**
  * Filters a buffered response body. The result has the same form as the input: a parsed JSON

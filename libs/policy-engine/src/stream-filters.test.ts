@@ -392,6 +392,32 @@ describe('duplicate JSON keys cannot smuggle an unfiltered value', () => {
   });
 });
 
+describe('regression: wide objects are scanned in linear time (security review, class 3)', () => {
+  // 100k keys: a pairwise duplicate-key scan takes more than 30 s on this (the review measured 6.4 s
+  // for 40k keys); a linear one well under the test timeout.
+  const wide = (n: number, dup: boolean) =>
+    `{${Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(',')}${dup ? ',"k0":"x@y.io"' : ''}}`;
+  const redactOnly = planResponse(
+    runtime({ rules: { response: [{ label: 'r', match: {}, filter: { redact: [{ type: 'email' }] } }] } }),
+    ROUTE,
+  );
+
+  it.each([
+    ['SSE event', 'text/event-stream', (t: string) => `data: ${t}\n\n`],
+    ['NDJSON line', 'application/x-ndjson', (t: string) => `${t}\n`],
+    ['JSON body', 'application/json', (t: string) => t],
+  ])('a %s with 100k keys passes; with a duplicate key it is re-serialised', (_name, type, frame) => {
+    for (const plan of [redactOnly, planResponse(rt, ROUTE)]) {
+      const core = createFilterCore(type, plan)!;
+      const clean = dec.decode(runFilterCore(core, enc.encode(frame(wide(100_000, false)))));
+      expect(clean).toContain('"k99999":99999');
+      const dupCore = createFilterCore(type, plan)!;
+      const dup = dec.decode(runFilterCore(dupCore, enc.encode(frame(wide(100_000, true)))));
+      expect(dup).not.toContain('x@y.io');
+    }
+  });
+});
+
 describe('stream wrappers', () => {
   it('returns null (pass bytes through) with no rules, for binary types and for text with only field rules', () => {
     expect(createResponseFilterStream('text/event-stream', runtime(), ROUTE)).toBeNull();

@@ -27,7 +27,7 @@ import type { TextCodec } from './content-type.js';
 import { classifyContentType, codecFor } from './content-type.js';
 import { findDuplicateKey } from './json-util.js';
 import { ByteBuffer } from './byte-buffer.js';
-import { ResponseFilterLimitError } from './errors.js';
+import { ResponseFilterLimitError, ResponseUnfilterableError } from './errors.js';
 import type { RawJsonCheck } from './raw-json.js';
 import { rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
 import type { ResponsePlan } from './response-filter.js';
@@ -67,6 +67,16 @@ const BOM = '\uFEFF';
 // JSON text starts (after whitespace) with one of these; anything else skips the parse attempt.
 const JSON_START = /^[\s]*[[{"\-0-9tfn]/;
 
+// A payload that opens like a JSON object or a structured array (after any whitespace, BOM or
+// NBSP), but that JSON.parse refuses: lenient parsers (JSON5, comments, single quotes, a BOM)
+// would still read fields from it. `[DONE]`-style sentinels do not match.
+const STRUCTURED_START = /^[\s\uFEFF\u00A0]*(?:\{|\[[\s\uFEFF\u00A0]*[[{"])/;
+
+/** Whether a plan's rules need JSON structure (field rules, provider inbound filters). */
+function isStructural(plan: ResponsePlan): boolean {
+  return plan.inbound !== null || plan.rules.some((r) => r.allowFields !== null || r.denyFields !== null);
+}
+
 function filterPayload(text: string, plan: ResponsePlan): string | null {
   let parsed: unknown;
   let isJson = false;
@@ -77,6 +87,12 @@ function filterPayload(text: string, plan: ResponsePlan): string | null {
     } catch {
       isJson = false;
     }
+  }
+  if (!isJson && STRUCTURED_START.test(text) && isStructural(plan)) {
+    // Redacting it as text would let its denied fields through to a lenient reader.
+    throw new ResponseUnfilterableError(
+      'the provider sent JSON that does not parse strictly; field rules cannot be applied',
+    );
   }
   if (isJson) {
     const out = filterJsonValue(parsed, plan);

@@ -6,13 +6,15 @@
  * Refused (cannot be canonicalised without guessing what an upstream would do): anything but
  * `https://`, user info or any `@` in the authority, fragments, backslashes, whitespace and
  * control characters, encoded `/`, `\` and NUL in the path, invalid percent escapes, invalid
- * UTF-8 in the path, dot segments carrying path parameters (`..;`), empty DNS labels.
+ * UTF-8 in the path, path parameters (`;` or `%3B` in a segment), encoded whitespace or control
+ * characters at the edge of a segment, empty DNS labels (ADR 0039).
  *
  * Canonicalised: scheme and host case, IDN (UTS #46 to punycode, done by the WHATWG parser),
  * trailing dot of the host, IPv4 literals in decimal/octal/hex spellings (to dotted quad),
  * default port, percent-encoding (unreserved characters decoded, hex upper-cased, unsafe
  * characters encoded), dot segments (`.`, `..`, `%2e%2e`, resolved as RFC 3986 does), repeated
  * slashes (collapsed). The query is normalised the same way and `query` entries are appended.
+ * Rules and allowlists match `matchPath`: the path without a trailing slash.
  */
 
 export type HostKind = 'domain' | 'ipv4' | 'ipv6';
@@ -25,8 +27,13 @@ export interface CanonicalTarget {
   host: string;
   hostKind: HostKind;
   port: number;
-  /** Canonical path, always starting with `/`. */
+  /** Canonical path, always starting with `/`; this is what is sent. */
   path: string;
+  /**
+   * The path rules and allowlists match: `path` without a trailing slash (servers answer
+   * `/issue/` and `/issue/.` as `/issue`, so a rule on one must hold for the others).
+   */
+  matchPath: string;
   /** Canonical query including the leading `?`, or ''. */
   search: string;
 }
@@ -137,6 +144,8 @@ function refusePathByte(b: number): string | null {
 }
 
 const PLAIN_SEGMENT = /^[A-Za-z0-9\-._~!$&'()*+,=:@]*$/;
+/** An encoded space, control character or NBSP at the start or end of a normalised segment. */
+const EDGE_WHITESPACE = /^(?:%[01][0-9A-F]|%20|%7F|%C2%A0)|(?:%[01][0-9A-F]|%20|%7F|%C2%A0)$/;
 
 /**
  * Canonical form of a raw path (the part between authority and `?`). Exported for allowlist
@@ -163,11 +172,16 @@ export function canonicalizePath(rawPath: string): string {
         throw new CanonError('path is not valid UTF-8 after percent-decoding');
       }
     }
-    const param = seg.includes(';') || seg.includes('%3B') ? seg.search(/;|%3B/) : -1;
-    if (param !== -1) {
-      const base = seg.slice(0, param);
-      // Tomcat-style servers treat "..;x" as "..": refuse rather than guess.
-      if (base === '.' || base === '..') throw new CanonError('dot segment with path parameters');
+    // Path parameters: servlet containers strip ";jsessionid=x" (and "..;x" reads as ".."), so
+    // "/issue;x" would reach the handler of "/issue" unseen by a rule on "/issue". Refused.
+    if (seg.includes(';') || seg.includes('%3B')) {
+      throw new CanonError(
+        seg.startsWith('.') ? 'dot segment with path parameters' : 'path parameters (";") are not allowed',
+      );
+    }
+    // Servers trim whitespace around segments ("/issue%20" acts as "/issue"): refused too.
+    if (!plain && EDGE_WHITESPACE.test(seg)) {
+      throw new CanonError('encoded whitespace or control character at the edge of a path segment');
     }
     if (seg === '' || seg === '.') {
       trailingSlash = last;
@@ -227,6 +241,10 @@ function canonicalizeHost(authority: string): { host: string; hostKind: HostKind
     if (/^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$/.test(host)) hostKind = 'ipv4';
     else if (host.length > 253 || host.split('.').some((l) => l.length > 63))
       throw new CanonError('host name too long');
+    // The WHATWG parser keeps characters no DNS name has ("*.example" stays a literal "*"):
+    // a host is letters, digits, "-" and "_" per label (IDN is already punycode here).
+    else if (!/^[a-z0-9_-]+(?:\.[a-z0-9_-]+)*$/.test(host))
+      throw new CanonError('invalid host: only letters, digits, "-" and "_" (no wildcards)');
   }
   const port = parsed.port === '' ? 443 : Number(parsed.port);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new CanonError('invalid port');
@@ -274,7 +292,8 @@ export function canonicalizeTarget(
     const parsed = new URL(href);
     // Belt and braces: the WHATWG serialisation (what undici sends) must equal what we matched.
     if (parsed.href !== href) throw new CanonError('url is not stable under re-parsing');
-    return { ok: true, url: parsed, href, host, hostKind, port, path, search };
+    const matchPath = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+    return { ok: true, url: parsed, href, host, hostKind, port, path, matchPath, search };
   } catch (err) {
     if (err instanceof CanonError) return { ok: false, reason: err.message, refused: true };
     throw err;

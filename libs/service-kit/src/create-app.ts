@@ -15,8 +15,10 @@ import {
   type ZodTypeProvider,
 } from 'fastify-type-provider-zod';
 import { HealthResponse } from '@vlt/contracts';
+import { jsonBoundsViolation, REQUEST_JSON_BOUNDS } from '@vlt/policy-engine';
 import { fastifyOtelPlugin } from '@vlt/telemetry';
 import { installErrorHandler } from './error-handler.js';
+import { Errors } from './errors.js';
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -56,6 +58,17 @@ export async function createServiceApp(opts: CreateServiceAppOptions): Promise<A
   // Spans for every route when tracing is on (registered before any route).
   const otel = fastifyOtelPlugin();
   if (otel) await app.register(otel);
+
+  // JSON bodies are bounded (depth, members) before they are parsed: everything downstream of
+  // the parser recurses, and a deep body would otherwise end in a stack overflow (500).
+  // Fastify's own parser still does the parsing, with its prototype-poisoning protection.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const violation = jsonBoundsViolation(body as string, REQUEST_JSON_BOUNDS);
+    if (violation) return done(Errors.badRequest(`invalid request body: ${violation}`), undefined);
+    parseJson(req, body as string, done);
+  });
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -3,6 +3,15 @@ import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } fro
 import { AppError } from './errors.js';
 
 /**
+ * Prisma's "could not start a transaction in time" (P2028) and "connection pool timeout"
+ * (P2024). Recognised by their stable codes, never by message.
+ */
+function isDatabaseBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  return code === 'P2028' || code === 'P2024';
+}
+
+/**
  * The one place errors become responses: `{error, code}` with the catalogue's status.
  * Unknown errors become a generic 500 — the detail goes to the log, never to the client.
  */
@@ -37,6 +46,14 @@ export function installErrorHandler(app: FastifyInstance): void {
       return reply
         .status(status)
         .send({ error: err.message, code: (err as FastifyError).code ?? 'BAD_REQUEST' });
+    }
+    if (isDatabaseBusy(err)) {
+      // The database could not take the work in time: a transient condition, not a bug.
+      request.log.warn({ code: (err as { code?: string }).code }, 'database busy');
+      return reply
+        .status(503)
+        .header('retry-after', '1')
+        .send({ error: 'the database is busy; retry shortly', code: 'SERVICE_UNAVAILABLE', retryAfter: 1 });
     }
     request.log.error({ err }, 'unhandled error');
     return reply.status(500).send({ error: 'internal error', code: 'INTERNAL' });

@@ -20,18 +20,50 @@ function define(code: string, status: number, fallback: string): Factory {
   return (message, extra) => new AppError(code, status, message ?? fallback, extra);
 }
 
-/** The catalogue. docs/errors.md lists the same codes. */
+/**
+ * The catalogue: one entry per failure a client may branch on, each with its status at its
+ * definition. docs/errors.md is generated from it (`UPDATE_ERROR_DOCS=1 pnpm vitest run
+ * libs/service-kit`) and a test keeps the two equal.
+ */
 export const Errors = {
+  // Generic: the request itself.
   badRequest: define('BAD_REQUEST', 400, 'invalid request'),
   unauthorized: define('UNAUTHORIZED', 401, 'missing or invalid credentials'),
   forbidden: define('FORBIDDEN', 403, 'insufficient permission'),
   notFound: define('NOT_FOUND', 404, 'not found'),
-  conflict: define('CONFLICT', 409, 'conflict'),
+  conflict: define('CONFLICT', 409, 'the resource is not in a state that allows this'),
   gone: define('GONE', 410, 'gone'),
   payloadTooLarge: define('PAYLOAD_TOO_LARGE', 413, 'payload too large'),
   rateLimited: define('RATE_LIMITED', 429, 'rate limit exceeded'),
+  // Accounts, workspaces, agents.
+  emailTaken: define('EMAIL_TAKEN', 409, 'an account with this e-mail already exists'),
+  alreadyMember: define('ALREADY_MEMBER', 409, 'already a member of this workspace'),
+  lastOwner: define('LAST_OWNER', 409, 'a workspace needs at least one owner'),
+  agentDisabled: define('AGENT_DISABLED', 409, 'agent is disabled'),
+  // Connections and policies.
+  connectionRevoked: define('CONNECTION_REVOKED', 409, 'connection has been revoked'),
+  connectionNeedsReauth: define('CONNECTION_NEEDS_REAUTH', 409, 'connection needs reauthentication'),
+  policyExists: define('POLICY_EXISTS', 409, 'a policy already binds this agent to this connection'),
+  // Approvals.
+  approvalResolved: define('APPROVAL_RESOLVED', 409, 'the approval request is no longer pending'),
+  approvalNotFound: define('APPROVAL_NOT_FOUND', 403, 'approval not found for this agent'),
+  approvalPending: define('APPROVAL_PENDING', 403, 'approval is still pending'),
+  approvalDenied: define('APPROVAL_DENIED', 403, 'approval was denied'),
+  approvalExpired: define('APPROVAL_EXPIRED', 403, 'approval has expired'),
+  approvalConsumed: define('APPROVAL_CONSUMED', 409, 'approval has already been used'),
+  approvalMismatch: define('APPROVAL_MISMATCH', 403, 'approval was granted for a different request'),
+  tooManyPendingApprovals: define(
+    'TOO_MANY_PENDING_APPROVALS',
+    429,
+    'too many approval requests are pending for this agent',
+  ),
   // Execution pipeline: one typed error per failure mode.
   policyDenied: define('POLICY_DENIED', 403, 'denied by policy'),
+  responseUnfilterable: define(
+    'RESPONSE_UNFILTERABLE',
+    403,
+    'the response cannot be filtered as the policy requires',
+  ),
   upstreamTimeout: define('UPSTREAM_TIMEOUT', 502, 'provider request timed out'),
   upstreamUnavailable: define('UPSTREAM_UNAVAILABLE', 502, 'provider request failed'),
   upstreamBadResponse: define('UPSTREAM_BAD_RESPONSE', 502, 'provider sent an invalid response'),

@@ -1,5 +1,5 @@
 /**
- * Whether and how tracing starts, decided from the standard OTEL_* variables only (DESIGN.md:
+ * Whether and how tracing starts, decided from the standard OTEL_* variables only (ADR 0008:
  * "tracing off when no exporter is set"). Pure, so the rules have a table test; the ADR
  * docs/decisions/0008-telemetry.md states them for operators.
  */

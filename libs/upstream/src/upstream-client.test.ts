@@ -1,7 +1,7 @@
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestPki, type TestPki } from '../../../tests/support/test-pki.js';
+import { createTestPki, type TestPki } from '@vlt/test-support/test-pki.js';
 import { createUpstreamClient, UpstreamError } from './upstream-client.js';
 
 let pki: TestPki;

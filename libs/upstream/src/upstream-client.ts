@@ -2,15 +2,24 @@
  * The only way this product talks to providers. Every connection's address is checked at
  * connect time by our own DNS lookup (so a DNS answer cannot change between check and use:
  * the socket connects to exactly the address that was validated), redirects are never
- * followed, and time and size are bounded.
+ * followed, and time and size are bounded: a headers timeout, an idle timeout between body
+ * bytes and a total deadline per call (a provider dripping one byte a second cannot hold a
+ * call open).
+ *
+ * What comes back is always what the gateway can read: the client owns content negotiation
+ * (it asks for `identity` and decodes gzip, deflate or br when a provider compresses anyway;
+ * any other coding is a bad response), and it scrubs the credentials it was told it injected
+ * from the headers and body (secret-scrubber.ts). Callers never see provider encodings.
  */
 import dns from 'node:dns';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Readable } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
+import zlib from 'node:zlib';
 import type { LookupFunction } from 'node:net';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { isBlockedAddress } from '@vlt/policy-engine';
+import { createSecretScrubStream, scrubSecretsFromBuffer, scrubSecretsFromText } from './secret-scrubber.js';
 
 export class UpstreamError extends Error {
   override name = 'UpstreamError';
@@ -29,6 +38,11 @@ export interface UpstreamRequest {
   body?: string | Buffer;
   maxResponseBytes?: number;
   signal?: AbortSignal;
+  /**
+   * The credential values injected into this request: scrubbed from the response's headers
+   * and body in every form a reflection produces.
+   */
+  secrets?: readonly string[];
 }
 
 export interface UpstreamResponse {
@@ -45,7 +59,14 @@ export interface UpstreamStreamResponse {
 
 export interface UpstreamClientOptions {
   ssrfAllowCidrs: string[];
+  /** Until the response headers arrive, milliseconds. */
   timeoutMs: number;
+  /** Longest silence between two body chunks (default: timeoutMs). */
+  idleTimeoutMs?: number;
+  /** Whole call, buffered (`request`): connect to last byte (default: 60 s). */
+  deadlineMs?: number;
+  /** Whole call, streamed (`stream`): connect to last byte (default: 10 min). */
+  streamDeadlineMs?: number;
   /** Test seam: where names are resolved. */
   resolver?: (host: string) => Promise<string[]>;
   /** CAs trusted in addition to the system's (processes use NODE_EXTRA_CA_CERTS instead). */
@@ -58,6 +79,10 @@ export interface UpstreamClient {
   request(req: UpstreamRequest): Promise<UpstreamResponse>;
   stream(req: UpstreamRequest): Promise<UpstreamStreamResponse>;
   close(): Promise<void>;
+}
+
+function deadlineError(): UpstreamError {
+  return new UpstreamError('timeout', 'provider did not finish within the deadline');
 }
 
 async function systemResolve(host: string): Promise<string[]> {
@@ -75,8 +100,36 @@ const HOP_BY_HOP = new Set([
   'trailer',
   'transfer-encoding',
   'upgrade',
+  // Cookies are the provider's session with the gateway's credential: never the agent's.
   'set-cookie',
+  'set-cookie2',
 ]);
+
+/** Codings the client decodes; the identity coding needs nothing. */
+const DECODERS: Record<string, () => NodeJS.ReadWriteStream> = {
+  gzip: () => zlib.createGunzip(),
+  'x-gzip': () => zlib.createGunzip(),
+  deflate: () => zlib.createInflate(),
+  br: () => zlib.createBrotliDecompress(),
+};
+
+/** The decoders for a Content-Encoding value, in the order to apply them; null: unsupported. */
+function decodersFor(contentEncoding: string | undefined): Array<() => NodeJS.ReadWriteStream> | null {
+  if (!contentEncoding) return [];
+  const codings = contentEncoding
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '' && c !== 'identity');
+  if (codings.length > 2) return null; // more layers than any real server sends: a bomb
+  const out: Array<() => NodeJS.ReadWriteStream> = [];
+  // Codings are listed in the order they were applied: undo them last to first.
+  for (const c of codings.reverse()) {
+    const d = DECODERS[c];
+    if (!d) return null;
+    out.push(d);
+  }
+  return out;
+}
 
 export function flattenResponseHeaders(
   raw: Record<string, string | string[] | undefined>,
@@ -122,6 +175,8 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     );
   };
 
+  const deadlineMs = opts.deadlineMs ?? 60_000;
+  const streamDeadlineMs = opts.streamDeadlineMs ?? 600_000;
   const agent = new Agent({
     connect: {
       lookup: guardedLookup,
@@ -129,7 +184,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       ...(opts.extraCa?.length && { ca: [...tls.rootCertificates, ...opts.extraCa] }),
     },
     headersTimeout: opts.timeoutMs,
-    bodyTimeout: opts.timeoutMs,
+    bodyTimeout: opts.idleTimeoutMs ?? opts.timeoutMs,
     keepAliveTimeout: 10_000,
     connections: 256,
   });
@@ -142,10 +197,11 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     }
   }
 
-  function mapError(err: unknown): UpstreamError {
+  function mapError(err: unknown, deadline?: AbortSignal): UpstreamError {
     if (err instanceof UpstreamError) return err;
     const cause = (err as { cause?: unknown }).cause;
     if (cause instanceof UpstreamError) return cause;
+    if (deadline?.aborted) return deadlineError();
     if (
       err instanceof undiciErrors.HeadersTimeoutError ||
       err instanceof undiciErrors.BodyTimeoutError ||
@@ -159,55 +215,114 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     return new UpstreamError('unavailable', 'provider request failed');
   }
 
-  async function send(req: UpstreamRequest) {
+  async function send(req: UpstreamRequest, deadline: AbortSignal) {
     if (req.url.protocol !== 'https:')
       throw new UpstreamError('ssrf_blocked', 'only https upstreams are allowed');
     checkLiteral(req.url);
+    // The gateway reads what it forwards, so it asks for bytes it can read.
+    const headers = { ...req.headers, 'accept-encoding': 'identity' };
     try {
       return await request(req.url, {
         method: req.method as 'GET',
-        headers: req.headers,
+        headers,
         body: req.body,
         dispatcher: agent,
         maxRedirections: 0,
-        signal: req.signal,
+        signal: req.signal ? AbortSignal.any([req.signal, deadline]) : deadline,
       } as Parameters<typeof request>[1]);
     } catch (err) {
-      throw mapError(err);
+      throw mapError(err, deadline);
     }
+  }
+
+  /**
+   * The provider's body as the caller may read it: decoded, credentials scrubbed. Errors of
+   * any stage surface on the returned stream; destroying it stops the provider's body.
+   */
+  function readableBody(
+    raw: Readable,
+    headers: Record<string, string>,
+    secrets: readonly string[] | undefined,
+  ): Readable {
+    const decoders = decodersFor(headers['content-encoding']);
+    if (decoders === null) {
+      raw.on('error', () => undefined);
+      raw.destroy();
+      throw new UpstreamError('bad_response', 'provider used a content encoding the gateway cannot read');
+    }
+    if (decoders.length > 0) {
+      // The body the caller sees is no longer the encoded entity the headers described.
+      delete headers['content-encoding'];
+      delete headers['content-length'];
+    }
+    const stages: NodeJS.ReadWriteStream[] = decoders.map((d) => d());
+    const scrub = secrets?.length ? createSecretScrubStream(secrets) : null;
+    if (scrub) {
+      stages.push(scrub);
+      delete headers['content-length'];
+    }
+    if (stages.length === 0) return raw;
+    // Absorb errors on the source after the chain settled (the chain reports them itself).
+    raw.on('error', () => undefined);
+    return pipeline(
+      [raw, ...stages] as unknown as [Readable, ...NodeJS.ReadWriteStream[]],
+      () => undefined,
+    ) as unknown as Readable;
+  }
+
+  function responseHeaders(raw: Record<string, string | string[] | undefined>, secrets?: readonly string[]) {
+    const headers = flattenResponseHeaders(raw);
+    if (secrets?.length) {
+      for (const [k, v] of Object.entries(headers)) headers[k] = scrubSecretsFromText(v, secrets);
+    }
+    return headers;
   }
 
   return {
     resolve,
     async request(req) {
-      const res = await send(req);
+      const deadline = AbortSignal.timeout(deadlineMs);
+      const res = await send(req, deadline);
+      const headers = responseHeaders(res.headers, req.secrets);
+      // Secrets are scrubbed once over the whole body below, not per chunk.
+      const body = readableBody(res.body as unknown as Readable, headers, undefined);
       const chunks: Buffer[] = [];
       let size = 0;
       try {
-        for await (const chunk of res.body) {
+        for await (const chunk of body) {
           size += (chunk as Buffer).length;
           if (req.maxResponseBytes !== undefined && size > req.maxResponseBytes) {
-            res.body.destroy();
+            body.destroy();
             throw new UpstreamError('too_large', 'provider response exceeds the size limit');
           }
           chunks.push(chunk as Buffer);
         }
       } catch (err) {
-        throw mapError(err);
+        throw mapError(err, deadline);
       }
-      return {
-        status: res.statusCode,
-        headers: flattenResponseHeaders(res.headers),
-        body: Buffer.concat(chunks),
-      };
+      const whole = Buffer.concat(chunks);
+      const scrubbed = req.secrets?.length ? scrubSecretsFromBuffer(whole, req.secrets) : whole;
+      if (scrubbed !== whole) delete headers['content-length'];
+      return { status: res.statusCode, headers, body: scrubbed };
     },
     async stream(req) {
-      const res = await send(req);
-      return {
-        status: res.statusCode,
-        headers: flattenResponseHeaders(res.headers),
-        body: res.body as unknown as Readable,
-      };
+      const controller = new AbortController();
+      const timer = setTimeout(() => controller.abort(), streamDeadlineMs);
+      timer.unref();
+      let body: Readable | undefined;
+      // Registered before undici's own listener, so the body fails with our timeout error
+      // rather than a generic abort, whatever the provider still sends.
+      controller.signal.addEventListener('abort', () => body?.destroy(deadlineError()), { once: true });
+      try {
+        const res = await send(req, controller.signal);
+        const headers = responseHeaders(res.headers, req.secrets);
+        body = readableBody(res.body as unknown as Readable, headers, req.secrets);
+        body.once('close', () => clearTimeout(timer));
+        return { status: res.statusCode, headers, body };
+      } catch (err) {
+        clearTimeout(timer);
+        throw err;
+      }
     },
     async close() {
       await agent.close();

@@ -39,10 +39,12 @@ export async function startAllInOne(
   // The in-process bus lives in this process only: a second such gateway on the same database
   // would publish this one's outbox to its own bus (and the other way round). Refuse it.
   const exclusive =
-    config.databaseUrl && !config.natsUrl ? await claimDatabase(config.databaseUrl, logger) : null;
+    config.databaseUrl && config.natsServers.length === 0
+      ? await claimDatabase(config.databaseUrl, logger)
+      : null;
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, migrate: true });
   const names = busNames(config.natsPrefix);
-  const bus = await createBus({ natsUrl: config.natsUrl, names, logger });
+  const bus = await createBus({ natsServers: config.natsServers, names, logger });
 
   const cp = await createControlPlaneRuntime({
     config: { ...config, masterKey },

@@ -11,7 +11,11 @@ async function main(): Promise<void> {
   const gateway = await startAllInOne(config, logger);
   await gateway.app.listen({ port: config.port, host: config.host });
   logger.info(
-    { url: config.publicBaseUrl, embeddedDb: !config.databaseUrl, embeddedBus: !config.natsUrl },
+    {
+      url: config.publicBaseUrl,
+      embeddedDb: !config.databaseUrl,
+      embeddedBus: config.natsServers.length === 0,
+    },
     'gateway ready',
   );
   await runUntilSignal(logger, async () => {

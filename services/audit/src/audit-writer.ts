@@ -6,21 +6,26 @@
 import type { Bus, BusNames, Consumer, HandlerOutcome, StreamMessage } from '@vlt/bus';
 import { AuditEventMessage } from '@vlt/contracts';
 import type { Prisma, PrismaClient } from '@vlt/db';
+import { storableJson, storableText } from '@vlt/service-kit';
 import type { FastifyBaseLogger } from 'fastify';
 
+/**
+ * Every decision is recorded whatever its content: text PostgreSQL cannot store (NUL, lone
+ * surrogates in an agent's header name, say) is replaced, never a reason to drop the event.
+ */
 export async function storeAuditEvent(prisma: PrismaClient, e: AuditEventMessage): Promise<boolean> {
   const res = await prisma.auditEvent.createMany({
     data: [
       {
         auditId: e.auditId,
         timestamp: new Date(e.timestamp),
-        actor: e.actor,
+        actor: storableText(e.actor),
         workspaceId: e.workspaceId,
         agentId: e.agentId,
         connectionId: e.connectionId,
         action: e.action,
         decision: e.decision,
-        metadata: e.metadata as Prisma.InputJsonValue,
+        metadata: storableJson(e.metadata) as Prisma.InputJsonValue,
       },
     ],
     skipDuplicates: true,

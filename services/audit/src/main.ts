@@ -10,9 +10,9 @@ async function main(): Promise<void> {
   const config = loadConfig('audit', process.env);
   const telemetry = await startTelemetry({ serviceName: 'vlt-audit', env: process.env });
   const logger = createLogger({ service: 'audit', level: config.logLevel });
-  const prisma = createPrismaClient(config.databaseUrl!);
+  const prisma = createPrismaClient(config.databaseUrl);
   const names = busNames(config.natsPrefix);
-  const bus = await createNatsBus({ servers: config.natsUrl!.split(','), names, name: 'audit', logger });
+  const bus = await createNatsBus({ servers: config.natsServers, names, name: 'audit', logger });
   const { app, consumer } = await buildAuditApp({ bus, names, prisma, logger });
   await app.listen({ port: config.port, host: config.host });
   await runUntilSignal(logger, async () => {

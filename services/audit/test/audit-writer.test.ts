@@ -5,7 +5,7 @@ import { createPrismaClient, type PrismaClient } from '@vlt/db';
 import type { AuditEventMessage } from '@vlt/contracts';
 import type { StreamMessage } from '@vlt/bus';
 import { uuidv7 } from '@vlt/service-kit';
-import { realServices } from '../../../tests/support/services.js';
+import { realServices } from '@vlt/test-support/services.js';
 import { auditHandler, storeAuditEvent } from '../src/audit-writer.js';
 
 const event = (over: Partial<AuditEventMessage> = {}): AuditEventMessage => ({

@@ -12,6 +12,7 @@ import { policyRoutes } from './modules/policies/routes.js';
 import { tokenRoutes } from './modules/tokens/routes.js';
 import { workspaceRoutes } from './modules/workspaces/routes.js';
 import { installAuthentication } from './plugins/authenticate.js';
+import { refuseUnstorableInput } from './plugins/storable-input.js';
 
 /**
  * Every control-plane route tree, as one encapsulated plugin: the all-in-one mounts it
@@ -22,6 +23,7 @@ export function controlPlaneRoutes(deps: ControlPlaneDeps) {
     await app.register(cookie);
     // The agent token endpoint accepts form encoding as well as JSON (spec).
     await app.register(formbody);
+    refuseUnstorableInput(app);
     installAuthentication(app, deps);
     await app.register(authRoutes(deps));
     await app.register(agentRoutes(deps));

@@ -1,5 +1,5 @@
 import type { Bus, BusNames } from '@vlt/bus';
-import type { ControlPlaneConfig } from '@vlt/config';
+import type { ControlPlaneSettings } from '@vlt/config';
 import type { MasterKeyring } from '@vlt/crypto';
 import type { PrismaClient } from '@vlt/db';
 import type { UpstreamClient } from '@vlt/upstream';
@@ -10,7 +10,7 @@ import type { SigningKeys } from './infra/signing-keys.js';
 
 /** Everything the control plane's service functions need: one typed object, no singletons. */
 export interface ControlPlaneDeps {
-  config: Readonly<ControlPlaneConfig>;
+  config: Readonly<ControlPlaneSettings>;
   prisma: PrismaClient;
   bus: Bus;
   names: BusNames;

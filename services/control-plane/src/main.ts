@@ -14,16 +14,16 @@ async function main(): Promise<void> {
   const config = loadConfig('control-plane', process.env);
   const telemetry = await startTelemetry({ serviceName: 'vlt-control-plane', env: process.env });
   const logger = createLogger({ service: 'control-plane', level: config.logLevel });
-  await applyMigrations(config.databaseUrl!);
-  const prisma = createPrismaClient(config.databaseUrl!);
+  await applyMigrations(config.databaseUrl);
+  const prisma = createPrismaClient(config.databaseUrl);
   const bus = await createNatsBus({
-    servers: config.natsUrl!.split(','),
+    servers: config.natsServers,
     names: busNames(config.natsPrefix),
     name: 'control-plane',
     logger,
   });
   const runtime = await createControlPlaneRuntime({
-    config: { ...config, masterKey: config.masterKey! },
+    config,
     prisma,
     bus,
     logger,

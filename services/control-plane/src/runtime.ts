@@ -1,6 +1,6 @@
 import type { Bus } from '@vlt/bus';
 import { busNames } from '@vlt/bus';
-import type { ControlPlaneConfig } from '@vlt/config';
+import type { ControlPlaneSettings } from '@vlt/config';
 import { parseMasterKeys } from '@vlt/crypto';
 import type { PrismaClient } from '@vlt/db';
 import { createUpstreamClient } from '@vlt/upstream';
@@ -20,7 +20,7 @@ export interface ControlPlaneRuntime {
 }
 
 export async function createControlPlaneRuntime(opts: {
-  config: Readonly<ControlPlaneConfig> & { masterKey: string };
+  config: Readonly<ControlPlaneSettings> & { masterKey: string };
   prisma: PrismaClient;
   bus: Bus;
   logger: FastifyBaseLogger;

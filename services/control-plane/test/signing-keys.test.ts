@@ -3,8 +3,8 @@ import { createLocalJWKSet, jwtVerify, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseMasterKeys } from '@vlt/crypto';
 import { createPrismaClient, type PrismaClient } from '@vlt/db';
-import { createRunDatabase } from '../../../tests/support/run-database.js';
-import { realServices } from '../../../tests/support/services.js';
+import { createRunDatabase } from '@vlt/test-support/run-database.js';
+import { realServices } from '@vlt/test-support/services.js';
 import { createSigningKeys } from '../src/infra/signing-keys.js';
 
 const issuer = 'https://vault.test';

@@ -1,5 +1,5 @@
 import type { Bus, BusNames } from '@vlt/bus';
-import type { DataPlaneConfig } from '@vlt/config';
+import type { DataPlaneSettings } from '@vlt/config';
 import type { UpstreamClient } from '@vlt/upstream';
 import type { FastifyBaseLogger } from 'fastify';
 import type { SnapshotCaches } from './caches.js';
@@ -7,7 +7,7 @@ import type { CredentialCache } from './credentials.js';
 import type { RateCounter } from './rate-counter.js';
 
 export interface DataPlaneDeps {
-  config: Readonly<DataPlaneConfig>;
+  config: Readonly<DataPlaneSettings>;
   bus: Bus;
   names: BusNames;
   logger: FastifyBaseLogger;

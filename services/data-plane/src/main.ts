@@ -11,7 +11,7 @@ async function main(): Promise<void> {
   const telemetry = await startTelemetry({ serviceName: 'vlt-data-plane', env: process.env });
   const logger = createLogger({ service: 'data-plane', level: config.logLevel });
   const bus = await createNatsBus({
-    servers: config.natsUrl!.split(','),
+    servers: config.natsServers,
     names: busNames(config.natsPrefix),
     name: 'data-plane',
     logger,

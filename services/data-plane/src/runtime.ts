@@ -1,6 +1,6 @@
 import type { Bus } from '@vlt/bus';
 import { busNames } from '@vlt/bus';
-import type { DataPlaneConfig } from '@vlt/config';
+import type { DataPlaneSettings } from '@vlt/config';
 import { createUpstreamClient } from '@vlt/upstream';
 import type { FastifyBaseLogger } from 'fastify';
 import { createSnapshotCaches } from './caches.js';
@@ -16,7 +16,7 @@ export interface DataPlaneRuntime {
 }
 
 export async function createDataPlaneRuntime(opts: {
-  config: Readonly<DataPlaneConfig>;
+  config: Readonly<DataPlaneSettings>;
   bus: Bus;
   logger: FastifyBaseLogger;
   now?: () => Date;
@@ -30,6 +30,9 @@ export async function createDataPlaneRuntime(opts: {
   const upstream = createUpstreamClient({
     ssrfAllowCidrs: config.ssrfAllowCidrs,
     timeoutMs: config.upstreamTimeoutMs,
+    idleTimeoutMs: config.upstreamIdleTimeoutMs,
+    deadlineMs: config.upstreamDeadlineMs,
+    streamDeadlineMs: config.upstreamStreamDeadlineMs,
     ...(opts.upstreamCa && { extraCa: opts.upstreamCa }),
   });
   const deps: DataPlaneDeps = {

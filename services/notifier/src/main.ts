@@ -10,7 +10,7 @@ async function main(): Promise<void> {
   const telemetry = await startTelemetry({ serviceName: 'vlt-notifier', env: process.env });
   const logger = createLogger({ service: 'notifier', level: config.logLevel });
   const names = busNames(config.natsPrefix);
-  const bus = await createNatsBus({ servers: config.natsUrl!.split(','), names, name: 'notifier', logger });
+  const bus = await createNatsBus({ servers: config.natsServers, names, name: 'notifier', logger });
   const { app, consumer } = await buildNotifierApp({ bus, names, logger });
   await app.listen({ port: config.port, host: config.host });
   await runUntilSignal(logger, async () => {

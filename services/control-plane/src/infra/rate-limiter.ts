@@ -81,6 +81,9 @@ export const LIMITS = {
   bootstrap: { name: 'bootstrap', max: 5, windowSeconds: 60 },
   agentToken: { name: 'agent-token', max: 30, windowSeconds: 60 },
   signInIp: { name: 'sign-in-ip', max: 20, windowSeconds: 300 },
+  /** Failures of one account from one address: that pair is blocked (the attacker's address). */
+  signInAccountAddress: { name: 'sign-in-account-address', max: 5, windowSeconds: 900 },
+  /** Attempts on one account from anywhere: past `max`, a slow-down, never a block (ADR 0041). */
   signInAccount: { name: 'sign-in-account', max: 10, windowSeconds: 900 },
   signUpIp: { name: 'sign-up-ip', max: 30, windowSeconds: 600 },
 } as const satisfies Record<string, RateLimit>;

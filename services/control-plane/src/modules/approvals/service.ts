@@ -4,7 +4,7 @@
  * the data plane redeems it here. Every transition is a conditional update, so concurrent
  * reviewers or redeemers cannot both win: an approval executes exactly once.
  */
-import { Errors } from '@vlt/service-kit';
+import { auditUrl, Errors, storableJson } from '@vlt/service-kit';
 import type {
   ApprovalCreateRequest,
   ApprovalRedeemRequest,
@@ -16,6 +16,12 @@ import type { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
 import { enqueueOutbox } from '../../infra/outbox.js';
 import { auditEvent } from '../agents/service.js';
+
+/**
+ * Pending approvals one agent may have at once: reviewers' queues are bounded whatever the
+ * agent's rate limit (ADR 0040).
+ */
+export const MAX_PENDING_APPROVALS_PER_AGENT = 20;
 
 type Row = Prisma.ApprovalRequestGetPayload<{
   include: {
@@ -106,6 +112,12 @@ export async function createApproval(deps: ControlPlaneDeps, req: ApprovalCreate
   const now = deps.now();
   const expiresAt = new Date(now.getTime() + deps.config.approvalTtlSeconds * 1000);
   const created = await deps.prisma.$transaction(async (tx) => {
+    // One agent's creates queue on its row, so the pending count below cannot be overshot.
+    await tx.$queryRaw`SELECT id FROM agents WHERE id = ${req.agentId}::uuid FOR UPDATE`;
+    const pending = await tx.approvalRequest.count({
+      where: { agentId: req.agentId, status: 'pending', expiresAt: { gt: now } },
+    });
+    if (pending >= MAX_PENDING_APPROVALS_PER_AGENT) return null;
     const row = await tx.approvalRequest.create({
       data: {
         workspaceId: req.workspaceId,
@@ -115,7 +127,8 @@ export async function createApproval(deps: ControlPlaneDeps, req: ApprovalCreate
         // The user answerable for the agent (docs/decisions: approval actor).
         actor: policy.agent.createdBy ?? `agent:${req.agentId}`,
         status: 'pending',
-        requestDetails: req.requestDetails as Prisma.InputJsonValue,
+        // A display copy: what cannot be stored is replaced (the fingerprint binds the real bytes).
+        requestDetails: storableJson(req.requestDetails) as Prisma.InputJsonValue,
         fingerprint: req.fingerprint,
         expiresAt,
       },
@@ -131,7 +144,8 @@ export async function createApproval(deps: ControlPlaneDeps, req: ApprovalCreate
         approvalRequestId: row.id,
         reason: req.reason,
         method: req.requestDetails.method,
-        url: req.requestDetails.url,
+        // Query values may carry data or keys: audit events keep their names only.
+        url: typeof req.requestDetails.url === 'string' ? auditUrl(req.requestDetails.url) : null,
         agentName: policy.agent.name,
         connectionLabel: policy.connection.label,
       },
@@ -139,6 +153,7 @@ export async function createApproval(deps: ControlPlaneDeps, req: ApprovalCreate
     await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
     return { row, auditId: event.auditId };
   });
+  if (created === null) return { ok: false as const, code: 'too_many_pending' as const };
   await deps.outbox.settle();
   return {
     ok: true as const,
@@ -186,9 +201,8 @@ async function decide(
       return { gone: true as const };
     }
     if (a.status === 'expired') return { gone: true as const };
-    if (a.status !== 'pending') throw Errors.conflict(`approval request is already ${a.status}`);
-    if (to === 'approved' && a.connection.status === 'revoked')
-      throw Errors.conflict('connection has been revoked');
+    if (a.status !== 'pending') throw Errors.approvalResolved(`approval request is already ${a.status}`);
+    if (to === 'approved' && a.connection.status === 'revoked') throw Errors.connectionRevoked();
     await tx.approvalRequest.update({
       where: { id },
       data: { status: to, decidedAt: now, decidedBy: actor.userId },

@@ -79,21 +79,40 @@ export async function signUp(
   };
 }
 
+/** The delay for the n-th attempt past an account's threshold: doubling, at most 5 s. */
+export function accountSlowDownMs(n: number): number {
+  return Math.min(5_000, 250 * 2 ** Math.min(n - 1, 5));
+}
+
+/** Whether this user has signed in from this address before (a session was recorded for it). */
+async function signedInFrom(deps: ControlPlaneDeps, userId: string, ip: string): Promise<boolean> {
+  return (await deps.prisma.session.count({ where: { userId, ip } })) > 0;
+}
+
 export async function signIn(
   deps: ControlPlaneDeps,
   input: { email: string; password: string },
   client: { ip: string; userAgent?: string | undefined },
 ) {
   const email = input.email.trim().toLowerCase();
-  // Every attempt takes a slot atomically before the password is checked, so a concurrent
-  // burst cannot exceed either limit; a correct password gives the account slot back.
+  const pair = `${email}|${client.ip}`;
+  // Every attempt takes its slots atomically before the password is checked, so a concurrent
+  // burst cannot exceed a limit. An attacking address is blocked per address and per
+  // (account, address) pair; the account itself is never blocked (that would let anyone lock
+  // its owner out), only slowed down past its threshold, and not at all from an address its
+  // owner signed in from before.
   await deps.rateLimiter.hit(LIMITS.signInIp, client.ip);
-  await deps.rateLimiter.hit(LIMITS.signInAccount, email);
+  await deps.rateLimiter.hit(LIMITS.signInAccountAddress, pair);
+  const attempts = await deps.rateLimiter.count(LIMITS.signInAccount, email);
   const user = await deps.prisma.user.findUnique({ where: { email } });
+  if (attempts > LIMITS.signInAccount.max && !(user && (await signedInFrom(deps, user.id, client.ip)))) {
+    await new Promise((r) => setTimeout(r, accountSlowDownMs(attempts - LIMITS.signInAccount.max)));
+  }
   dummyHash ??= hashPassword('not-a-real-password-for-timing');
   const ok = await verifyPassword(input.password, user?.passwordHash ?? (await dummyHash));
   if (!user || !ok) throw Errors.unauthorized('invalid e-mail or password');
   await deps.rateLimiter.refund(LIMITS.signInAccount, email);
+  await deps.rateLimiter.refund(LIMITS.signInAccountAddress, pair);
   const membership = await deps.prisma.membership.findFirst({
     where: { userId: user.id },
     orderBy: { createdAt: 'asc' },

@@ -1,0 +1,101 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import {
+  createSecretScrubber,
+  scrubSecretsFromBuffer,
+  scrubSecretsFromText,
+  secretForms,
+  SECRET_REPLACEMENT,
+} from './secret-scrubber.js';
+
+const TOKEN = 'tok-5f1e2d3c4b5a69788796a5b4';
+const BASIC = Buffer.from(`bot@tracker.test:${TOKEN}`).toString('base64');
+
+function streamed(body: Buffer, secrets: string[], cuts: number[]): string {
+  const s = createSecretScrubber(secrets)!;
+  const out: Buffer[] = [];
+  let pos = 0;
+  for (const cut of [...cuts, body.length]) {
+    out.push(s.push(body.subarray(pos, cut)));
+    pos = cut;
+  }
+  out.push(s.end());
+  return Buffer.concat(out).toString('utf8');
+}
+
+describe('secret scrubber', () => {
+  it('regression: finds the secret raw, percent-encoded, JSON-escaped and inside any base64 text', () => {
+    const secret = `p/ss+word=${TOKEN}`;
+    const reflections = [
+      secret,
+      encodeURIComponent(secret),
+      JSON.stringify(secret).slice(1, -1),
+      Buffer.from(secret).toString('base64'),
+      Buffer.from(`x${secret}`).toString('base64'),
+      Buffer.from(`xy${secret}`).toString('base64'),
+      Buffer.from(`user:${secret}`).toString('base64url'),
+      Buffer.from(`ab${secret}`).toString('base64').replace(/\//g, '\\/'),
+    ];
+    for (const r of reflections) {
+      const out = scrubSecretsFromText(`{"echo":"${r}"}`, [secret]);
+      expect(out, r).toContain(SECRET_REPLACEMENT);
+      // No 8+ character run of any searched form survives.
+      for (const form of secretForms([secret])) expect(out).not.toContain(form);
+    }
+  });
+
+  it('regression: the injected Basic header value is scrubbed from a reflected header dump', () => {
+    const body = Buffer.from(`{"headers":{"Authorization":"Basic ${BASIC}"}}`);
+    const out = scrubSecretsFromBuffer(body, [`bot@tracker.test:${TOKEN}`, TOKEN]).toString();
+    expect(out).not.toContain(BASIC.slice(4, 30));
+    expect(out).not.toContain(TOKEN);
+    expect(out).toContain(SECRET_REPLACEMENT);
+  });
+
+  it('regression: a secret split at every possible chunk boundary is still scrubbed', () => {
+    const body = Buffer.from(`data: {"token":"${TOKEN}","b64":"${BASIC}"}\n\n`);
+    const secrets = [`bot@tracker.test:${TOKEN}`, TOKEN];
+    const whole = scrubSecretsFromBuffer(body, secrets).toString();
+    for (let i = 1; i < body.length; i++) {
+      expect(streamed(body, secrets, [i])).toBe(whole);
+    }
+  });
+
+  it('equals the buffered result for random chunkings of random text around the secret', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ maxLength: 40 }),
+        fc.string({ maxLength: 40 }),
+        fc.uniqueArray(fc.nat({ max: 200 }), { maxLength: 6 }),
+        (before, after, rawCuts) => {
+          const body = Buffer.from(`${before}${TOKEN}${after}${encodeURIComponent(TOKEN)}`);
+          const cuts = rawCuts.filter((c) => c > 0 && c < body.length).sort((a, b) => a - b);
+          const out = streamed(body, [TOKEN], cuts);
+          expect(out).toBe(scrubSecretsFromBuffer(body, [TOKEN]).toString());
+          expect(out).not.toContain(TOKEN);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('passes a chunk without the secret through as the same buffer (no copy, nothing held back)', () => {
+    const s = createSecretScrubber([TOKEN])!;
+    const chunk = Buffer.from('data: {"text":"nothing secret here"}\n\n');
+    expect(s.push(chunk)).toBe(chunk);
+    expect(s.end().length).toBe(0);
+    expect(s.found).toBe(false);
+  });
+
+  it('holds back only a suffix that could start the secret, and releases it at the end', () => {
+    const s = createSecretScrubber([TOKEN])!;
+    const out = s.push(Buffer.from(`hello ${TOKEN.slice(0, 10)}`));
+    expect(out.toString()).toBe('hello ');
+    expect(s.end().toString()).toBe(TOKEN.slice(0, 10));
+  });
+
+  it('does not search forms shorter than 8 characters (they would match ordinary text)', () => {
+    expect(createSecretScrubber(['abc'])).toBeNull();
+    expect(scrubSecretsFromText('abc abc', ['abc'])).toBe('abc abc');
+  });
+});

@@ -1,0 +1,572 @@
+/**
+ * Regression tests for the response-path classes of the gateway's security review: response
+ * rules hold on every way a response reaches the agent (buffered, streamed, downloaded), the
+ * gateway owns content negotiation, the injected credential never comes back, unfilterable
+ * content is refused where rules apply, provider calls have a total deadline, and approvals
+ * count against the rate limit. Each test tries the attack through the real gateway.
+ */
+import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import {
+  apiJwt,
+  bearerAdmin,
+  createIssueTrackerConnection,
+  createPolicy,
+  enrolAgent,
+  http,
+  pollAudit,
+  putAllowlists,
+  signUp,
+  type Admin,
+} from '../support/api-client.js';
+import { startInProcessGateway, type InProcessGateway } from '../support/in-process-gateway.js';
+import { createTestPki, type TestPki } from '../support/test-pki.js';
+
+const creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toString('hex')}` };
+const BASIC = Buffer.from(`${creds.email}:${creds.apiToken}`).toString('base64');
+const RECORD = { id: 'c-1', ssn: '078-05-1120', email: 'alice@example.com', note: 'visible' };
+const seenAcceptEncoding: Array<string | undefined> = [];
+
+let pki: TestPki;
+let upstream: https.Server;
+let site: string;
+let gw: InProcessGateway;
+let admin: Admin;
+let connectionId: string;
+
+interface Binding {
+  agentId: string;
+  token: string;
+  policyId: string;
+}
+/** denyFields ['ssn'] + e-mail redaction on every route. */
+let fields: Binding;
+/** e-mail redaction only. */
+let redactOnly: Binding;
+/** no response rules at all. */
+let plain: Binding;
+
+function send(res: ServerResponse, status: number, headers: Record<string, string>, body: string | Buffer) {
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+function provider(req: IncomingMessage, res: ServerResponse) {
+  seenAcceptEncoding.push(req.headers['accept-encoding']);
+  const path = (req.url ?? '').replace(/^\/rest\/api\/3/, '');
+  const json = JSON.stringify(RECORD);
+  switch (path) {
+    case '/myself':
+      return send(res, 200, { 'content-type': 'application/json' }, '{"accountId":"a1","displayName":"Bot"}');
+    case '/record':
+      return send(res, 200, { 'content-type': 'application/json' }, json);
+    case '/record-gzip':
+      // Compressed whatever the gateway asked for: a careless (or hostile) provider.
+      return send(
+        res,
+        200,
+        { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+        zlib.gzipSync(json),
+      );
+    case '/events-gzip':
+      return send(
+        res,
+        200,
+        { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' },
+        zlib.gzipSync(`data: ${json}\n\ndata: ${json}\n\n`),
+      );
+    case '/reflect':
+      return send(
+        res,
+        200,
+        { 'content-type': 'application/json', 'x-echo-authorization': req.headers.authorization ?? '' },
+        JSON.stringify({ headers: req.headers, token: creds.apiToken }),
+      );
+    case '/reflect-text':
+      return send(res, 200, { 'content-type': 'text/plain' }, `you sent ${req.headers.authorization}`);
+    case '/octet':
+      return send(res, 200, { 'content-type': 'application/octet-stream' }, json);
+    case '/png':
+      return send(res, 200, { 'content-type': 'image/png' }, json);
+    case '/multipart':
+      return send(res, 200, { 'content-type': 'multipart/mixed; boundary=x' }, `--x\r\n\r\n${json}\r\n--x--`);
+    case '/jsonp':
+      return send(res, 200, { 'content-type': 'application/jsonp' }, `cb(${json})`);
+    case '/csv':
+      return send(
+        res,
+        200,
+        { 'content-type': 'text/csv' },
+        `id,ssn,email\nc-1,078-05-1120,alice@example.com\n`,
+      );
+    case '/xml':
+      return send(res, 200, { 'content-type': 'application/xml' }, `<r><ssn>078-05-1120</ssn></r>`);
+    case '/html':
+      return send(res, 200, { 'content-type': 'text/html' }, `<p>ssn 078-05-1120</p>`);
+    case '/utf16':
+      return send(
+        res,
+        200,
+        { 'content-type': 'text/event-stream; charset=utf-16le' },
+        Buffer.from(`data: ${json}\n\n`, 'utf16le'),
+      );
+    case '/lenient':
+      return send(res, 200, { 'content-type': 'application/json' }, `{'ssn': '078-05-1120', note: 'x',}`);
+    case '/deep':
+      return send(
+        res,
+        200,
+        { 'content-type': 'application/json' },
+        '['.repeat(100_000) + ']'.repeat(100_000),
+      );
+    case '/cookies':
+      res.setHeader('set-cookie', 'sid=provider');
+      res.setHeader('set-cookie2', 'sid2=provider');
+      return send(res, 200, { 'content-type': 'application/json' }, '{}');
+    case '/drip': {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const t = setInterval(() => res.write('.'), 50);
+      res.on('close', () => clearInterval(t));
+      return;
+    }
+    default:
+      return send(res, 404, { 'content-type': 'application/json' }, '{"errorMessages":["nope"]}');
+  }
+}
+
+async function bind(rules: { response: unknown[] }): Promise<Binding> {
+  const { agent, token } = await enrolAgent(admin, gw.baseUrl, `agent-${randomBytes(3).toString('hex')}`);
+  const { policy } = await createPolicy(admin, agent.id, connectionId, { allowedModels: ['B'] });
+  expect(
+    (
+      await putAllowlists(admin, policy.id, [
+        { baseUrl: site, methods: ['GET'], pathPatterns: ['/rest/api/3/*'] },
+      ])
+    ).status,
+  ).toBe(200);
+  const r = await http('PUT', `${gw.baseUrl}/v1/policies/${policy.id}/rules`, {
+    headers: admin.headers,
+    json: { rules: { request: [], response: rules.response } },
+  });
+  expect(r.status, r.text).toBe(200);
+  return { agentId: agent.id, token, policyId: policy.id };
+}
+
+beforeAll(async () => {
+  pki = await createTestPki();
+  upstream = https.createServer({ key: pki.key, cert: pki.cert }, provider);
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  site = `https://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  gw = await startInProcessGateway(
+    {
+      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32',
+      VLT_UPSTREAM_DEADLINE_MS: '600',
+      VLT_UPSTREAM_STREAM_DEADLINE_MS: '600',
+      VLT_UPSTREAM_IDLE_TIMEOUT_MS: '5000',
+    },
+    { upstreamCa: [pki.caPem] },
+  );
+  const { user } = await signUp(
+    gw.baseUrl,
+    `resp-${randomBytes(4).toString('hex')}@gw.test`,
+    'correct horse battery',
+  );
+  admin = bearerAdmin(gw.baseUrl, (await apiJwt(gw.baseUrl, user.session)).token);
+  connectionId = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds })).connection.id;
+  fields = await bind({
+    response: [
+      { label: 'no ssn, no e-mail', match: {}, filter: { denyFields: ['ssn'], redact: [{ type: 'email' }] } },
+    ],
+  });
+  redactOnly = await bind({
+    response: [{ label: 'no e-mail', match: {}, filter: { redact: [{ type: 'email' }] } }],
+  });
+  plain = await bind({ response: [] });
+});
+afterAll(async () => {
+  await gw?.close();
+  upstream?.closeAllConnections();
+  await new Promise((r) => upstream?.close(r));
+  await pki?.dispose();
+});
+
+function call(b: Binding, path: string, extra: Record<string, unknown> = {}) {
+  return request(`${gw.baseUrl}/v1/vault/execute`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'B',
+      connectionId,
+      method: 'GET',
+      url: `${site}/rest/api/3${path}`,
+      ...extra,
+    }),
+  });
+}
+
+async function bodyText(res: Awaited<ReturnType<typeof request>>): Promise<string> {
+  return Buffer.from(await res.body.arrayBuffer()).toString('utf8');
+}
+
+const MODES = [
+  ['buffered', {}],
+  ['stream: true', { stream: true }],
+  ['download: true', { download: true }],
+] as const;
+
+describe('regression: response rules hold on every response path (class 1)', () => {
+  it.each(MODES)('denyFields and redaction apply: %s', async (_name, mode) => {
+    const res = await call(fields, '/record', mode);
+    expect(res.statusCode).toBe(200);
+    const text = await bodyText(res);
+    const body = 'stream' in mode || 'download' in mode ? JSON.parse(text) : JSON.parse(text).body;
+    expect(body.ssn).toBeUndefined();
+    expect(body.note).toBe('visible');
+    expect(JSON.stringify(body)).not.toContain('alice@example.com');
+  });
+
+  it('refuses a download that rules cannot filter with 403, audited', async () => {
+    const res = await call(fields, '/octet', { download: true });
+    expect(res.statusCode).toBe(403);
+    const body = (await res.body.json()) as { error: string; code: string; auditId: string };
+    expect(body.code).toBe('RESPONSE_UNFILTERABLE');
+    expect(body.error).toMatch(/application\/octet-stream/);
+    const rows = await pollAudit(
+      admin,
+      { agentId: fields.agentId, action: 'execution_denied' },
+      (e) => e.some((x) => x.auditId === body.auditId),
+      10_000,
+    );
+    expect(rows.find((x) => x.auditId === body.auditId)?.metadata.step).toBe('response_rules');
+  });
+
+  it('passes a download untouched when no response rule applies', async () => {
+    const res = await call(plain, '/octet', { download: true });
+    expect(res.statusCode).toBe(200);
+    expect(JSON.parse(await bodyText(res))).toEqual(RECORD);
+  });
+});
+
+describe('regression: the gateway owns content negotiation (class 2)', () => {
+  it.each(MODES)('an agent asking for gzip still gets a filtered, decoded body: %s', async (_name, mode) => {
+    const res = await call(fields, '/record-gzip', { ...mode, headers: { 'accept-encoding': 'gzip' } });
+    expect(seenAcceptEncoding.at(-1)).toBe('identity');
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-encoding']).toBeUndefined();
+    const text = await bodyText(res);
+    expect(text).not.toContain('078-05-1120');
+    expect(text).not.toContain('alice@example.com');
+    expect(text).toContain('visible');
+  });
+
+  it('a gzip-compressed event stream is decoded and filtered per event', async () => {
+    const res = await call(fields, '/events-gzip', {
+      stream: true,
+      headers: { 'accept-encoding': 'gzip, br' },
+    });
+    expect(res.statusCode).toBe(200);
+    const events = (await bodyText(res)).split('\n').filter((l) => l.startsWith('data:'));
+    expect(events).toHaveLength(2);
+    for (const e of events)
+      expect(JSON.parse(e.slice(5))).toEqual({ id: 'c-1', email: expect.any(String), note: 'visible' });
+    expect(events.join()).not.toContain('alice@example.com');
+  });
+});
+
+describe('regression: the injected credential never comes back (class 7)', () => {
+  it.each(MODES)('a provider reflecting request headers: %s', async (_name, mode) => {
+    const res = await call(plain, '/reflect', mode);
+    expect(res.statusCode).toBe(200);
+    const everything = JSON.stringify(res.headers) + (await bodyText(res));
+    expect(everything).not.toContain(creds.apiToken);
+    expect(everything).not.toContain(BASIC);
+    expect(everything).not.toContain(BASIC.slice(0, 24));
+    expect(everything).toContain('[REDACTED]');
+  });
+
+  it('the credential is scrubbed from a text body that echoes the Basic header', async () => {
+    const res = await call(plain, '/reflect-text', { stream: true });
+    const text = await bodyText(res);
+    expect(text).toBe('you sent Basic [REDACTED]');
+  });
+
+  it('the credential never appears in the gateway logs either', () => {
+    expect(gw.logs.join('\n')).not.toContain(creds.apiToken);
+    expect(gw.logs.join('\n')).not.toContain(BASIC);
+  });
+});
+
+describe('regression: content the rules cannot honour is refused, not passed (class 8)', () => {
+  it.each([
+    ['/octet', 'stream: true'],
+    ['/png', 'stream: true'],
+    ['/multipart', 'stream: true'],
+    ['/jsonp', 'stream: true'],
+    ['/octet', 'buffered'],
+    ['/png', 'buffered'],
+  ])('binary %s under rules, %s → 403', async (path, mode) => {
+    const res = await call(fields, path, mode === 'buffered' ? {} : { stream: true });
+    expect(res.statusCode).toBe(403);
+    const body = (await res.body.json()) as { code: string };
+    expect(body.code).toBe('RESPONSE_UNFILTERABLE');
+  });
+
+  it.each(['/csv', '/xml', '/html'])('denyFields cannot be honoured on %s → 403', async (path) => {
+    for (const mode of [{}, { stream: true }]) {
+      const res = await call(fields, path, mode);
+      expect(res.statusCode).toBe(403);
+      expect(((await res.body.json()) as { code: string }).code).toBe('RESPONSE_UNFILTERABLE');
+    }
+  });
+
+  it('redaction alone is honoured on text: CSV is redacted, not refused', async () => {
+    const res = await call(redactOnly, '/csv', { stream: true });
+    expect(res.statusCode).toBe(200);
+    const text = await bodyText(res);
+    expect(text).toContain('c-1');
+    expect(text).not.toContain('alice@example.com');
+  });
+
+  it('a JSON body that only a lenient parser reads is refused under field rules', async () => {
+    const res = await call(fields, '/lenient');
+    expect(res.statusCode).toBe(403);
+    expect(await bodyText(res)).not.toContain('078-05-1120');
+  });
+
+  it('regression (class 12): a utf-16le event stream under rules is a clear 403, never a 500', async () => {
+    const res = await call(fields, '/utf16', { stream: true });
+    expect(res.statusCode).toBe(403);
+    const body = (await res.body.json()) as { error: string };
+    expect(body.error).toMatch(/utf-16le/);
+  });
+});
+
+describe('regression: a provider answering absurdly deep JSON gets no 500 (class 12)', () => {
+  it('relays it as text when no rule applies, and refuses it with 502 when rules must walk it', async () => {
+    const plainRes = await call(plain, '/deep');
+    expect(plainRes.statusCode).toBe(200);
+    const envelope = (await plainRes.body.json()) as { body: unknown };
+    expect(typeof envelope.body).toBe('string');
+    for (const mode of [{}, { stream: true }]) {
+      const res = await call(fields, '/deep', mode);
+      if ('stream' in mode && res.statusCode === 200) {
+        // Headers were already sent: the stream is cut instead.
+        await expect(bodyText(res)).rejects.toThrow();
+      } else {
+        expect(res.statusCode).toBe(502);
+        expect(typeof ((await res.body.json()) as { error: string }).error).toBe('string');
+      }
+    }
+  });
+});
+
+describe('regression: provider cookies never reach the agent (class 14)', () => {
+  it('Set-Cookie and Set-Cookie2 are dropped from the envelope', async () => {
+    const res = await call(plain, '/cookies');
+    const body = (await res.body.json()) as { headers: Record<string, string> };
+    expect(body.headers['set-cookie']).toBeUndefined();
+    expect(body.headers['set-cookie2']).toBeUndefined();
+  });
+});
+
+describe('regression: provider calls have a total deadline (class 9)', () => {
+  it('a provider dripping bytes gets 502 on a buffered call, audited as execution_error', async () => {
+    const res = await call(plain, '/drip');
+    expect(res.statusCode).toBe(502);
+    const body = (await res.body.json()) as { code: string; auditId: string };
+    expect(body.code).toBe('UPSTREAM_TIMEOUT');
+    const rows = await pollAudit(
+      admin,
+      { agentId: plain.agentId, action: 'execution_error' },
+      (e) => e.some((x) => x.auditId === body.auditId),
+      10_000,
+    );
+    expect(rows.find((x) => x.auditId === body.auditId)?.metadata.error).toBe('timeout');
+  });
+
+  it('a dripping stream is cut at the stream deadline and audited as execution_error', async () => {
+    const res = await call(plain, '/drip', { stream: true });
+    expect(res.statusCode).toBe(200);
+    await expect(bodyText(res)).rejects.toThrow();
+    const rows = await pollAudit(
+      admin,
+      { agentId: plain.agentId, action: 'execution_error' },
+      (e) => e.some((x) => x.metadata.stream === true && x.metadata.error === 'timeout'),
+      10_000,
+    );
+    expect(rows.filter((x) => x.metadata.stream === true).map((x) => x.metadata.error)).toContain('timeout');
+  });
+});
+
+describe('regression: approvals count against the rate limit (class 10)', () => {
+  it('past the hourly limit, writes needing approval get 429 and file no more approvals', async () => {
+    // The plain agent on a second connection: one more enrolment would hit the per-IP limit.
+    const conn = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds, label: 'second' }))
+      .connection;
+    const { policy } = await createPolicy(admin, plain.agentId, conn.id, {
+      allowedModels: ['B'],
+      defaultMode: 'read_write',
+      stepUpApproval: 'always',
+    });
+    expect(
+      (
+        await putAllowlists(admin, policy.id, [
+          { baseUrl: site, methods: ['POST'], pathPatterns: ['/rest/api/3/*'] },
+        ])
+      ).status,
+    ).toBe(200);
+    const limits = await http('PUT', `${gw.baseUrl}/v1/policies/${policy.id}/rate-limits`, {
+      headers: admin.headers,
+      json: { rateLimits: { maxRequestsPerHour: 3 } },
+    });
+    expect(limits.status).toBe(200);
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await request(`${gw.baseUrl}/v1/vault/execute`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${plain.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'B',
+          connectionId: conn.id,
+          method: 'POST',
+          url: `${site}/rest/api/3/issue`,
+          body: { summary: `issue ${i}` },
+        }),
+      });
+      await r.body.dump();
+      statuses.push(r.statusCode);
+    }
+    expect(statuses).toEqual([202, 202, 202, 429, 429, 429]);
+    const listed = await http<{ approvals: { connectionId: string; status: string }[] }>(
+      'GET',
+      `${gw.baseUrl}/v1/approvals`,
+      { headers: admin.headers },
+    );
+    expect(
+      listed.body.approvals.filter((a) => a.connectionId === conn.id && a.status === 'pending'),
+    ).toHaveLength(3);
+  });
+
+  it('an agent has at most 20 pending approvals, even when it files them all at once', async () => {
+    // The redact-only agent on a third connection, with no rate limit at all.
+    const conn = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds, label: 'third' }))
+      .connection;
+    const { policy } = await createPolicy(admin, redactOnly.agentId, conn.id, {
+      allowedModels: ['B'],
+      defaultMode: 'read_write',
+      stepUpApproval: 'always',
+    });
+    expect(
+      (
+        await putAllowlists(admin, policy.id, [
+          { baseUrl: site, methods: ['POST'], pathPatterns: ['/rest/api/3/*'] },
+        ])
+      ).status,
+    ).toBe(200);
+    const file = async (i: number) => {
+      const r = await request(`${gw.baseUrl}/v1/vault/execute`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${redactOnly.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'B',
+          connectionId: conn.id,
+          method: 'POST',
+          url: `${site}/rest/api/3/issue`,
+          body: { summary: `issue ${i}` },
+        }),
+      });
+      return { status: r.statusCode, body: (await r.body.json()) as { code?: string } };
+    };
+    const results = await Promise.all(Array.from({ length: 30 }, (_, i) => file(i)));
+    expect(results.filter((r) => r.status === 202)).toHaveLength(20);
+    const refused = results.filter((r) => r.status !== 202);
+    expect(refused).toHaveLength(10);
+    for (const r of refused)
+      expect(r).toMatchObject({ status: 429, body: { code: 'TOO_MANY_PENDING_APPROVALS' } });
+    const listed = await http<{ approvals: { agentId: string; status: string }[] }>(
+      'GET',
+      `${gw.baseUrl}/v1/approvals`,
+      { headers: admin.headers },
+    );
+    expect(
+      listed.body.approvals.filter((a) => a.agentId === redactOnly.agentId && a.status === 'pending'),
+    ).toHaveLength(20);
+  });
+});
+
+describe('regression: what reviewers and the audit log see of a paused request (classes 12, 13, 14)', () => {
+  it('the canonical URL that will run, a storable copy of odd text, and no query values in audit', async () => {
+    const conn = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds, label: 'fourth' }))
+      .connection;
+    const { policy } = await createPolicy(admin, fields.agentId, conn.id, {
+      allowedModels: ['B'],
+      defaultMode: 'read_write',
+      stepUpApproval: 'always',
+    });
+    expect(
+      (
+        await putAllowlists(admin, policy.id, [
+          { baseUrl: site, methods: ['POST'], pathPatterns: ['/rest/api/3/*'] },
+        ])
+      ).status,
+    ).toBe(200);
+    const r = await request(`${gw.baseUrl}/v1/vault/execute`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${fields.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'B',
+        connectionId: conn.id,
+        method: 'POST',
+        url: `${site}/rest/api/3/issue/OPS-1/comment/../../OPS-999/comment`,
+        query: { apikey: 'sekret-query-value' },
+        headers: { 'x-note': 'fine' },
+        body: { summary: 'nul \u0000 and lone \ud800 here' },
+      }),
+    });
+    // Postgres refuses NUL in jsonb: this used to be a 503.
+    expect(r.statusCode).toBe(202);
+    const { approvalRequestId } = (await r.body.json()) as { approvalRequestId: string };
+    const got = await http<{ approval: { requestDetails: Record<string, unknown> } }>(
+      'GET',
+      `${gw.baseUrl}/v1/approvals/${approvalRequestId}`,
+      { headers: admin.headers },
+    );
+    expect(got.status).toBe(200);
+    const details = got.body.approval.requestDetails;
+    expect(details.url).toBe(`${site}/rest/api/3/issue/OPS-999/comment?apikey=sekret-query-value`);
+    expect(details.requestedUrl).toBe(`${site}/rest/api/3/issue/OPS-1/comment/../../OPS-999/comment`);
+    expect((details.body as { summary: string }).summary).toBe('nul \ufffd and lone \ufffd here');
+    const rows = await pollAudit(
+      admin,
+      { agentId: fields.agentId, action: 'approval_requested' },
+      (e) => e.some((x) => x.metadata.approvalRequestId === approvalRequestId),
+      10_000,
+    );
+    const row = rows.find((x) => x.metadata.approvalRequestId === approvalRequestId)!;
+    expect(row.metadata.url).toBe(`${site}/rest/api/3/issue/OPS-999/comment?apikey=`);
+    expect(JSON.stringify(rows)).not.toContain('sekret-query-value');
+  });
+
+  it('a denial whose reason names a header with NUL or a lone surrogate is still recorded', async () => {
+    for (const name of ['x-bad\u0000name', 'x-\ud800']) {
+      const res = await call(plain, '/record', { headers: { [name]: 'v' } });
+      expect(res.statusCode).toBe(400);
+      const body = (await res.body.json()) as { error: string };
+      expect(body.error).toMatch(/invalid header name/);
+    }
+    const rows = await pollAudit(
+      admin,
+      { agentId: plain.agentId, action: 'execution_denied' },
+      (e) => e.filter((x) => String(x.metadata.reason ?? '').startsWith('invalid header name')).length >= 2,
+      10_000,
+    );
+    expect(
+      rows.filter((x) => String(x.metadata.reason ?? '').startsWith('invalid header name')).length,
+    ).toBeGreaterThanOrEqual(2);
+  });
+});
