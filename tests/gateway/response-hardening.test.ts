@@ -124,6 +124,21 @@ function provider(req: IncomingMessage, res: ServerResponse) {
         { 'content-type': 'application/json' },
         '['.repeat(100_000) + ']'.repeat(100_000),
       );
+    case '/broken-gzip':
+      // A gzip header and nothing after it: decoding fails before producing a byte.
+      return send(
+        res,
+        200,
+        { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' },
+        zlib.gzipSync(`data: ${json}\n\n`).subarray(0, 12),
+      );
+    case '/reflect-utf16':
+      return send(
+        res,
+        200,
+        { 'content-type': 'text/plain; charset=utf-16le' },
+        Buffer.from(`auth ${req.headers.authorization}`, 'utf16le'),
+      );
     case '/cookies':
       res.setHeader('set-cookie', 'sid=provider');
       res.setHeader('set-cookie2', 'sid2=provider');
@@ -295,6 +310,16 @@ describe('regression: the injected credential never comes back (class 7)', () =>
     expect(text).toBe('you sent Basic [REDACTED]');
   });
 
+  it.each(MODES)('regression: a provider reflecting it in a UTF-16 body: %s', async (_name, mode) => {
+    const res = await call(plain, '/reflect-utf16', mode);
+    expect(res.statusCode).toBe(200);
+    const raw = Buffer.from(await res.body.arrayBuffer());
+    // Buffered bodies arrive decoded in the envelope; streamed ones as the provider's bytes.
+    const text =
+      'stream' in mode || 'download' in mode ? raw.toString('utf16le') : JSON.parse(raw.toString()).body;
+    expect(text).toBe('auth Basic [REDACTED]');
+  });
+
   it('the credential never appears in the gateway logs either', () => {
     expect(gw.logs.join('\n')).not.toContain(creds.apiToken);
     expect(gw.logs.join('\n')).not.toContain(BASIC);
@@ -354,15 +379,24 @@ describe('regression: a provider answering absurdly deep JSON gets no 500 (class
     expect(typeof envelope.body).toBe('string');
     for (const mode of [{}, { stream: true }]) {
       const res = await call(fields, '/deep', mode);
-      if ('stream' in mode && res.statusCode === 200) {
-        // Headers were already sent: the stream is cut instead.
-        await expect(bodyText(res)).rejects.toThrow();
-      } else {
-        expect(res.statusCode).toBe(502);
-        expect(typeof ((await res.body.json()) as { error: string }).error).toBe('string');
-      }
+      expect(res.statusCode).toBe(502);
+      expect(typeof ((await res.body.json()) as { error: string }).error).toBe('string');
     }
   });
+
+  it.each(MODES)(
+    'regression: a provider body that fails before its first byte is a JSON 502, not a 2xx cut short: %s',
+    async (_name, mode) => {
+      // Found by the hostile-input property test: the head of the stream went out before the
+      // broken encoding was noticed, and the error answer could not be sent any more.
+      const res = await call(plain, '/broken-gzip', mode);
+      expect(res.statusCode).toBe(502);
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      const body = (await res.body.json()) as { error: string; code: string };
+      expect(body.error).toBe('provider sent an invalid response');
+      expect(body.code).toMatch(/^UPSTREAM_/);
+    },
+  );
 });
 
 describe('regression: provider cookies never reach the agent (class 14)', () => {

@@ -49,6 +49,8 @@ export {
 export type { NodeFilterOptions, ResponseFilterability, ResponseRoute } from './response-body.js';
 export type { ResponsePlan } from './response-filter.js';
 export { MAX_JSON_DEPTH } from './response-filter.js';
+export { classifyContentType } from './content-type.js';
+export type { MediaType } from './content-type.js';
 export { DEFAULT_STREAM_LIMITS } from './stream-filters.js';
 export type { StreamFilterLimits } from './stream-filters.js';
 

@@ -11,12 +11,30 @@ function isDatabaseBusy(err: unknown): boolean {
   return code === 'P2028' || code === 'P2024';
 }
 
+/** Headers describing a response body that an error answer replaces. */
+const ENTITY_HEADERS = [
+  'content-type',
+  'content-length',
+  'content-encoding',
+  'content-disposition',
+  'content-language',
+  'etag',
+  'last-modified',
+  'cache-control',
+  'x-accel-buffering',
+];
+
 /**
  * The one place errors become responses: `{error, code}` with the catalogue's status.
  * Unknown errors become a generic 500 — the detail goes to the log, never to the client.
  */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | AppError | Error, request, reply) => {
+    // A stream that fails before its first byte arrives here with the headers of the
+    // response it was going to be (event stream, download): the error is JSON, and none of
+    // them describe it.
+    for (const name of ENTITY_HEADERS) reply.removeHeader(name);
+    void reply.type('application/json; charset=utf-8');
     if (err instanceof AppError) {
       if (err.extra.headers) void reply.headers(err.extra.headers);
       const body: Record<string, unknown> = { error: err.message, code: err.code };

@@ -79,6 +79,13 @@ describe('secret scrubber', () => {
     );
   });
 
+  it('regression: finds the secret in a UTF-16 body (both byte orders) and keeps the text decodable', () => {
+    const le = scrubSecretsFromBuffer(Buffer.from(`{"auth":"Bearer ${TOKEN}"}`, 'utf16le'), [TOKEN]);
+    expect(le.toString('utf16le')).toBe(`{"auth":"Bearer ${SECRET_REPLACEMENT}"}`);
+    const be = scrubSecretsFromBuffer(Buffer.from(`x ${TOKEN} y`, 'utf16le').swap16(), [TOKEN]);
+    expect(Buffer.from(be).swap16().toString('utf16le')).toBe(`x ${SECRET_REPLACEMENT} y`);
+  });
+
   it('passes a chunk without the secret through as the same buffer (no copy, nothing held back)', () => {
     const s = createSecretScrubber([TOKEN])!;
     const chunk = Buffer.from('data: {"text":"nothing secret here"}\n\n');

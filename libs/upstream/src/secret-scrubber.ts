@@ -6,7 +6,9 @@
  * Each secret is searched for in the forms a reflection produces: as it is, percent-encoded,
  * JSON-escaped, and base64 (standard and URL-safe alphabets, at each of the three byte
  * alignments, so the secret is found inside a longer base64 text such as `Basic <user:pass>`).
- * Forms shorter than MIN_FORM_LENGTH are not searched: they would match ordinary text.
+ * Forms shorter than MIN_FORM_LENGTH are not searched: they would match ordinary text. Bodies
+ * are bytes, so each text form is also searched as UTF-16 (both byte orders): a provider may
+ * answer `charset=utf-16le`, and the agent decodes what the gateway passes.
  *
  * Streaming: matches may straddle chunks, so the longest chunk suffix that could start a match
  * is held back until the next chunk (usually nothing: the common case emits each chunk as it
@@ -17,7 +19,38 @@ import { Transform } from 'node:stream';
 export const SECRET_REPLACEMENT = '[REDACTED]';
 export const MIN_FORM_LENGTH = 8;
 
-const REPLACEMENT = Buffer.from(SECRET_REPLACEMENT);
+interface ByteForm {
+  bytes: Buffer;
+  /** The replacement in the same encoding, so the text around it still decodes. */
+  replacement: Buffer;
+  /** UTF-16 code units start at even offsets of a body; an odd match is a shadow of one. */
+  evenOnly: boolean;
+}
+
+function utf16be(text: string): Buffer {
+  return Buffer.from(text, 'utf16le').swap16();
+}
+
+/** Every form as the bytes it appears as in a body, longest first. */
+function byteForms(secrets: readonly string[]): ByteForm[] {
+  const out: ByteForm[] = [];
+  for (const form of secretForms(secrets)) {
+    out.push(
+      {
+        bytes: Buffer.from(form, 'utf8'),
+        replacement: Buffer.from(SECRET_REPLACEMENT, 'utf8'),
+        evenOnly: false,
+      },
+      {
+        bytes: Buffer.from(form, 'utf16le'),
+        replacement: Buffer.from(SECRET_REPLACEMENT, 'utf16le'),
+        evenOnly: true,
+      },
+      { bytes: utf16be(form), replacement: utf16be(SECRET_REPLACEMENT), evenOnly: true },
+    );
+  }
+  return out.sort((x, y) => y.bytes.length - x.bytes.length);
+}
 
 /** The base64 characters that depend only on the secret's bytes, at one byte alignment. */
 function base64Core(secret: Buffer, alignment: 0 | 1 | 2): string {
@@ -57,20 +90,29 @@ export interface SecretScrubber {
 
 /** A scrubber for one body, or null when no secret has a searchable form. */
 export function createSecretScrubber(secrets: readonly string[]): SecretScrubber | null {
-  const forms = secretForms(secrets).map((f) => Buffer.from(f, 'utf8'));
+  const forms = byteForms(secrets);
   if (forms.length === 0) return null;
-  const longest = forms[0]!.length;
+  const longest = forms[0]!.bytes.length;
   let carry: Buffer | null = null;
   let found = false;
+  /** Input bytes seen so far (for the parity of UTF-16 matches). */
+  let consumed = 0;
 
-  /** Replaces every occurrence of every form; returns the input when none occurs. */
-  function replaceAll(data: Buffer): Buffer {
-    let spans: Array<[number, number]> | null = null;
-    for (const form of forms) {
-      let at = data.indexOf(form);
+  /**
+   * Replaces every occurrence of every form; returns the input when none occurs. `base` is the
+   * offset of `data[0]` in the whole body.
+   */
+  function replaceAll(data: Buffer, base: number): Buffer {
+    let spans: Array<[number, number, Buffer]> | null = null;
+    for (const { bytes, replacement, evenOnly } of forms) {
+      let at = data.indexOf(bytes);
       while (at !== -1) {
-        (spans ??= []).push([at, at + form.length]);
-        at = data.indexOf(form, at + form.length);
+        if (evenOnly && (base + at) % 2 !== 0) {
+          at = data.indexOf(bytes, at + 1);
+          continue;
+        }
+        (spans ??= []).push([at, at + bytes.length, replacement]);
+        at = data.indexOf(bytes, at + bytes.length);
       }
     }
     if (!spans) return data;
@@ -78,10 +120,10 @@ export function createSecretScrubber(secrets: readonly string[]): SecretScrubber
     spans.sort((x, y) => x[0] - y[0] || y[1] - x[1]);
     const parts: Buffer[] = [];
     let pos = 0;
-    for (const [from, to] of spans) {
+    for (const [from, to, replacement] of spans) {
       if (to <= pos) continue; // inside a span already replaced
       if (from >= pos) {
-        parts.push(data.subarray(pos, from), REPLACEMENT);
+        parts.push(data.subarray(pos, from), replacement);
       } // else: overlaps the previous span, which already stands for it
       pos = to;
     }
@@ -94,7 +136,7 @@ export function createSecretScrubber(secrets: readonly string[]): SecretScrubber
     const window = Math.min(longest - 1, data.length);
     const start = data.length - window;
     let best = 0;
-    for (const form of forms) {
+    for (const { bytes: form } of forms) {
       const first = form[0]!;
       // Candidates start where the form's first byte occurs in the window.
       let at = data.indexOf(first, start);
@@ -112,9 +154,13 @@ export function createSecretScrubber(secrets: readonly string[]): SecretScrubber
       return found;
     },
     push(chunk) {
+      // A held-back suffix is unreplaced input (no replacement starts a form), so it sits
+      // right before this chunk in the body.
+      const base = consumed - (carry?.length ?? 0);
+      consumed += chunk.length;
       const data = carry ? Buffer.concat([carry, chunk]) : chunk;
       carry = null;
-      const out = replaceAll(data);
+      const out = replaceAll(data, base);
       const held = pendingPrefix(out);
       if (held === 0) return out;
       carry = Buffer.from(out.subarray(out.length - held));

@@ -197,8 +197,14 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     }
   }
 
+  /** Errors raised by a content decoder: the provider's encoding was broken. */
+  const decodeFailures = new WeakSet<Error>();
+
   function mapError(err: unknown, deadline?: AbortSignal): UpstreamError {
     if (err instanceof UpstreamError) return err;
+    if (err instanceof Error && decodeFailures.has(err)) {
+      return new UpstreamError('bad_response', 'provider sent a body that does not decode');
+    }
     const cause = (err as { cause?: unknown }).cause;
     if (cause instanceof UpstreamError) return cause;
     if (deadline?.aborted) return deadlineError();
@@ -255,7 +261,13 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       delete headers['content-encoding'];
       delete headers['content-length'];
     }
-    const stages: NodeJS.ReadWriteStream[] = decoders.map((d) => d());
+    const stages: NodeJS.ReadWriteStream[] = decoders.map((d) => {
+      const stage = d();
+      // Registered before the pipeline's own listener: the error is marked as the provider's
+      // malformed body (502 bad_response) before anything reads it.
+      stage.once('error', (err) => decodeFailures.add(err));
+      return stage;
+    });
     const scrub = secrets?.length ? createSecretScrubStream(secrets) : null;
     if (scrub) {
       stages.push(scrub);

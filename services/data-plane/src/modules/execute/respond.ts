@@ -5,6 +5,7 @@
  * Each shape ends the call's audit trail with exactly one terminal event.
  */
 import {
+  classifyContentType,
   createResponseFilterNodeStream,
   jsonBoundsViolation,
   MAX_JSON_DEPTH,
@@ -25,6 +26,7 @@ import {
   type UpstreamStreamResponse,
 } from '@vlt/upstream';
 import { PassThrough, pipeline, Transform, type Readable } from 'node:stream';
+import { setImmediate as setImmediatePromise } from 'node:timers/promises';
 import type { CallRecorder } from './recorder.js';
 import { upstreamFailure } from './upstream-call.js';
 
@@ -58,14 +60,33 @@ function unfilterable(recorder: CallRecorder, reason: string): AppError {
   return recorder.deny({ status: e.statusCode, reason, code: e.code, metadata: { step: 'response_rules' } });
 }
 
+/** Bodies from this size on yield to the event loop between decoding, filtering and serialising. */
+const YIELD_ABOVE_BYTES = 256 * 1024;
+
 const RESPONSE_ENVELOPE_BOUNDS = { maxDepth: MAX_JSON_DEPTH, maxMembers: Number.POSITIVE_INFINITY };
+
+/**
+ * The provider's text in its declared charset (WHATWG labels: utf-16le, iso-8859-1, ...);
+ * UTF-8 when none is declared or the label is unknown.
+ */
+function decodeText(buf: Buffer, charset: string | null): string {
+  if (charset && charset !== 'utf-8' && charset !== 'utf8') {
+    try {
+      return new TextDecoder(charset).decode(buf);
+    } catch {
+      // An unknown label: read it as UTF-8, as when none is given.
+    }
+  }
+  return buf.toString('utf8');
+}
 
 /** The envelope body: JSON parsed, text as text, anything else base64. */
 function decodeBody(buf: Buffer, contentType: string | undefined): unknown {
   if (buf.length === 0) return null;
   const ct = (contentType ?? '').toLowerCase();
+  const { charset } = classifyContentType(contentType);
   if (ct.includes('json')) {
-    const text = buf.toString('utf8');
+    const text = decodeText(buf, charset);
     // Deeper than the filters and the envelope's serialiser can walk: relayed as text.
     if (jsonBoundsViolation(text, RESPONSE_ENVELOPE_BOUNDS) !== null) return text;
     try {
@@ -75,7 +96,7 @@ function decodeBody(buf: Buffer, contentType: string | undefined): unknown {
     }
   }
   if (ct.startsWith('text/') || ct.includes('xml') || ct.includes('x-www-form-urlencoded') || ct === '') {
-    return buf.toString('utf8');
+    return decodeText(buf, charset);
   }
   // Binary content inside a JSON envelope: base64 (use `download: true` for raw bytes).
   return buf.toString('base64');
@@ -98,7 +119,11 @@ export async function respondBuffered(
   if (filterability.kind === 'refuse') throw unfilterable(c.recorder, filterability.reason);
   let filtered: unknown;
   try {
-    filtered = filterResponseBody(decodeBody(res.body, contentType), contentType ?? '', c.policy, c.route);
+    const decoded = decodeBody(res.body, contentType);
+    // Decoding and filtering a large body each take a while: let other requests (and health
+    // checks) run between the two instead of stalling the process for both at once.
+    if (res.body.length >= YIELD_ABOVE_BYTES) await setImmediatePromise();
+    filtered = filterResponseBody(decoded, contentType ?? '', c.policy, c.route);
   } catch (err) {
     if (err instanceof ResponseUnfilterableError) throw unfilterable(c.recorder, err.message);
     if (err instanceof ResponseFilterLimitError || err instanceof ResponseFilterEncodingError) {
@@ -113,6 +138,8 @@ export async function respondBuffered(
   });
   // The body may have changed size after filtering.
   delete res.headers['content-length'];
+  // Serialising the envelope is the third long step for a large body: its own turn, too.
+  if (res.body.length >= YIELD_ABOVE_BYTES) await setImmediatePromise();
   return { model: 'B', status: res.status, headers: res.headers, body: filtered, auditId };
 }
 
@@ -148,11 +175,38 @@ export async function respondStreamed(
     streamed.body.destroy();
     throw unfilterable(c.recorder, filterability.reason);
   }
-  return pipeToAgent(c, streamed, started, download, (beforeChunk) =>
+  const result = pipeToAgent(c, streamed, started, download, (beforeChunk) =>
     filterability.kind === 'pass'
       ? null
       : createResponseFilterNodeStream(contentType, c.policy, c.route, {}, { beforeChunk }),
   );
+  // Status and headers go out with the first byte: a provider body that fails before it
+  // (a broken encoding, an unfilterable first event, a deadline) is still answered with a
+  // typed JSON error instead of a 2xx head followed by a cut connection.
+  await firstByteOrEnd(result.body);
+  return result;
+}
+
+/** Resolves once `stream` has data buffered or has ended; rejects with its error. */
+function firstByteOrEnd(stream: Readable): Promise<void> {
+  if (stream.readableLength > 0 || stream.readableEnded) return Promise.resolve();
+  return new Promise<void>((resolve, reject) => {
+    const cleanup = () => {
+      stream.off('readable', onReadable);
+      stream.off('error', onError);
+    };
+    // 'readable' fires for the first chunk and for end-of-stream alike.
+    const onReadable = () => {
+      cleanup();
+      resolve();
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    stream.on('readable', onReadable);
+    stream.once('error', onError);
+  });
 }
 
 /** What the agent is answered when a stream fails before its first byte was sent. */
