@@ -56,7 +56,16 @@ function tooDeep(): never {
   throw new ResponseFilterLimitError(`response JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
 }
 
-function nextNodes(nodes: readonly FieldTrie[], key: string): FieldTrie[] {
+const NO_NODES: readonly FieldTrie[] = [];
+
+/** The trie nodes `key` leads to. Allocates nothing for the common miss of a single node. */
+function nextNodes(nodes: readonly FieldTrie[], key: string): readonly FieldTrie[] {
+  if (nodes.length === 1) {
+    const n = nodes[0]!;
+    const c = n.children.get(key);
+    if (c) return n.wildcard ? [c, n.wildcard] : [c];
+    return n.wildcard ? [n.wildcard] : NO_NODES;
+  }
   const out: FieldTrie[] = [];
   for (const n of nodes) {
     const c = n.children.get(key);
@@ -131,9 +140,10 @@ function denyWalk(value: unknown, nodes: readonly FieldTrie[], depth: number): u
   }
   if (isPlainObject(value)) {
     let out: Record<string, unknown> | null = null;
-    for (const [key, v] of Object.entries(value)) {
+    for (const key of Object.keys(value)) {
       const next = nextNodes(nodes, key);
       if (next.length === 0) continue;
+      const v = value[key];
       if (next.some((n) => n.terminal)) {
         out ??= { ...value };
         delete out[key];

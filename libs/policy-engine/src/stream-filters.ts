@@ -31,7 +31,8 @@ import { ResponseFilterLimitError, ResponseUnfilterableError } from './errors.js
 import type { RawJsonCheck } from './raw-json.js';
 import { rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
 import type { ResponsePlan } from './response-filter.js';
-import { filterJsonValue } from './response-filter.js';
+import { filterJsonValue, MAX_JSON_DEPTH } from './response-filter.js';
+import { jsonBoundsViolation } from './json-bounds.js';
 import { TextRedactor, redactText } from './redaction.js';
 
 export interface StreamFilterLimits {
@@ -77,10 +78,21 @@ function isStructural(plan: ResponsePlan): boolean {
   return plan.inbound !== null || plan.rules.some((r) => r.allowFields !== null || r.denyFields !== null);
 }
 
+/** Provider JSON the filters can walk: as deep as they go, as wide as the size limits allow. */
+const PAYLOAD_JSON_BOUNDS = { maxDepth: MAX_JSON_DEPTH, maxMembers: Number.POSITIVE_INFINITY };
+
 function filterPayload(text: string, plan: ResponsePlan): string | null {
   let parsed: unknown;
   let isJson = false;
+  // Checked before parsing: a megabyte of `[[[[` parses into a million-deep value (seconds of
+  // allocation and collection) that the walk would refuse anyway.
+  // Refused rather than redacted as text: its strings may hide what redaction looks for
+  // behind JSON escapes (`\u0040`) that only a parse would undo.
   if (JSON_START.test(text)) {
+    const tooDeep = jsonBoundsViolation(text, PAYLOAD_JSON_BOUNDS);
+    if (tooDeep !== null) {
+      throw new ResponseFilterLimitError(`the provider sent ${tooDeep}; response rules cannot be applied`);
+    }
     try {
       parsed = JSON.parse(text);
       isJson = true;
