@@ -4,6 +4,8 @@ import { Writable } from 'node:stream';
 import { z } from 'zod';
 import { createServiceApp } from './create-app.js';
 import { AppError, Errors } from './errors.js';
+import { BusNoRespondersError, BusTimeoutError } from '@vlt/bus';
+import { UpstreamError } from '@vlt/upstream';
 
 function captureLogger() {
   const lines: string[] = [];
@@ -33,6 +35,15 @@ async function appWithRoutes() {
   app.get('/rate', async () => {
     throw new AppError('RATE_LIMITED', 429, 'slow down', { retryAfter: 7, headers: { 'retry-after': '7' } });
   });
+  app.get('/bus', async () => {
+    throw new BusTimeoutError('request to vlt.rpc.policy timed out');
+  });
+  app.get('/bus-none', async () => {
+    throw new BusNoRespondersError('no responders');
+  });
+  app.get('/upstream', async () => {
+    throw new UpstreamError('timeout', 'provider request timed out');
+  });
   app.get('/boom', async () => {
     throw new Error('database password=hunter2 at line 3');
   });
@@ -46,6 +57,27 @@ describe('error handler', () => {
     const res = await app.inject({ method: 'GET', url: '/app-error' });
     expect(res.statusCode).toBe(409);
     expect(res.json()).toEqual({ error: 'already there', code: 'CONFLICT', auditId: 'a1' });
+  });
+
+  it('maps bus failures that reach it to 503 with Retry-After, never 500', async () => {
+    const { app } = await appWithRoutes();
+    for (const url of ['/bus', '/bus-none']) {
+      const res = await app.inject({ method: 'GET', url });
+      expect(res.statusCode).toBe(503);
+      expect(res.headers['retry-after']).toBe('1');
+      expect(res.json()).toEqual({
+        error: 'a backing service is unavailable; retry shortly',
+        code: 'SERVICE_UNAVAILABLE',
+        retryAfter: 1,
+      });
+    }
+  });
+
+  it('maps provider failures that reach it to their 502 code', async () => {
+    const { app } = await appWithRoutes();
+    const res = await app.inject({ method: 'GET', url: '/upstream' });
+    expect(res.statusCode).toBe(502);
+    expect(res.json()).toEqual({ error: 'provider request timed out', code: 'UPSTREAM_TIMEOUT' });
   });
 
   it('carries retryAfter in the body and Retry-After as a header', async () => {

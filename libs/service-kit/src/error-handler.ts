@@ -1,6 +1,7 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { AppError } from './errors.js';
+import { libraryAppError } from './error-mapping.js';
 
 /**
  * Prisma's "could not start a transaction in time" (P2028) and "connection pool timeout"
@@ -24,6 +25,14 @@ const ENTITY_HEADERS = [
   'x-accel-buffering',
 ];
 
+function sendAppError(reply: FastifyReply, err: AppError) {
+  if (err.extra.headers) void reply.headers(err.extra.headers);
+  const body: Record<string, unknown> = { error: err.message, code: err.code };
+  if (err.extra.auditId) body.auditId = err.extra.auditId;
+  if (err.extra.retryAfter !== undefined) body.retryAfter = err.extra.retryAfter;
+  return reply.status(err.statusCode).send(body);
+}
+
 /**
  * The one place errors become responses: `{error, code}` with the catalogue's status.
  * Unknown errors become a generic 500 — the detail goes to the log, never to the client.
@@ -35,12 +44,11 @@ export function installErrorHandler(app: FastifyInstance): void {
     // them describe it.
     for (const name of ENTITY_HEADERS) reply.removeHeader(name);
     void reply.type('application/json; charset=utf-8');
-    if (err instanceof AppError) {
-      if (err.extra.headers) void reply.headers(err.extra.headers);
-      const body: Record<string, unknown> = { error: err.message, code: err.code };
-      if (err.extra.auditId) body.auditId = err.extra.auditId;
-      if (err.extra.retryAfter !== undefined) body.retryAfter = err.extra.retryAfter;
-      return reply.status(err.statusCode).send(body);
+    const mapped = err instanceof AppError ? err : libraryAppError(err);
+    if (mapped) {
+      if (mapped !== err)
+        request.log.warn({ err: { name: err.name, message: err.message } }, 'library error');
+      return sendAppError(reply, mapped);
     }
     if (hasZodFastifySchemaValidationErrors(err)) {
       const details = err.validation.map((v) => ({

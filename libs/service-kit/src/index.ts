@@ -1,5 +1,6 @@
 export * from './errors.js';
 export * from './error-handler.js';
+export * from './error-mapping.js';
 export * from './create-app.js';
 export * from './shutdown.js';
 export * from './ids.js';

@@ -10,7 +10,7 @@ import { createOutboxRelay } from './infra/outbox.js';
 import { createRateLimiter } from './infra/rate-limiter.js';
 import { createSigningKeys } from './infra/signing-keys.js';
 import { expireStaleApprovals } from './modules/approvals/service.js';
-import { resyncCaches, serveDataPlaneRequests } from './modules/sync/service.js';
+import { resyncCaches, serveDataPlaneRequests } from './modules/data-plane-feed/service.js';
 
 export interface ControlPlaneRuntime {
   deps: ControlPlaneDeps;

@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify, type JWK } from 'jose';
 import { generateToken, hashToken } from '@vlt/crypto';
 import { Errors } from '@vlt/service-kit';
-import type { AgentTokenRecord, AuditEventMessage } from '@vlt/contracts';
+import type { AgentTokenRecord } from '@vlt/contracts';
 import type { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { uuidv7 } from '@vlt/service-kit';
-import { enqueueOutbox, kvDelete, kvPut, type OutboxItem } from '../../infra/outbox.js';
+import { commitChange, auditEvent, audited } from '../../infra/change.js';
+import { kvDelete, kvPut, type OutboxItem } from '../../infra/outbox.js';
 
 /** Assertions may be at most this long-lived, and `iat` at most this far in the future. */
 const MAX_ASSERTION_LIFETIME_S = 60;
@@ -36,14 +36,6 @@ export function agentView(a: AgentRow) {
   };
 }
 
-export function auditEvent(
-  deps: ControlPlaneDeps,
-  e: Omit<AuditEventMessage, 'v' | 'auditId' | 'timestamp'> & { auditId?: string },
-): AuditEventMessage {
-  const now = deps.now();
-  return { v: 1, auditId: e.auditId ?? uuidv7(now.getTime()), timestamp: now.toISOString(), ...e };
-}
-
 export async function createAgent(
   deps: ControlPlaneDeps,
   actor: { userId: string; workspaceId: string },
@@ -61,7 +53,7 @@ export async function createAgent(
     decision: 'info',
     metadata: { name: input.name },
   });
-  const agent = await deps.prisma.$transaction(async (tx) => {
+  const agent = await commitChange(deps, async (tx, emit) => {
     const created = await tx.agent.create({
       data: {
         id: agentId,
@@ -80,10 +72,9 @@ export async function createAgent(
         expiresAt: new Date(now.getTime() + deps.config.bootstrapSecretTtlSeconds * 1000),
       },
     });
-    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+    emit(audited(event));
     return created;
   });
-  await deps.outbox.settle();
   return { agent: agentView(agent), bootstrapSecret, auditId: event.auditId };
 }
 
@@ -116,14 +107,14 @@ export async function bootstrapAgent(
   const now = deps.now();
   const secretHash = hashToken(input.bootstrapSecret);
 
-  const result = await deps.prisma.$transaction(async (tx) => {
+  const result = await commitChange(deps, async (tx, emit) => {
     const secret = await tx.bootstrapSecret.findUnique({ where: { secretHash }, include: { agent: true } });
     if (!secret || secret.consumedAt || secret.expiresAt <= now) {
       throw Errors.unauthorized('invalid, expired or already used bootstrap secret');
     }
     // Same lock as token issuance: tokens are either issued before this (and revoked below) or refused.
     await tx.$queryRaw`SELECT id FROM agents WHERE id = ${secret.agentId}::uuid FOR UPDATE`;
-    if (secret.agent.status === 'disabled') throw Errors.conflict('agent is disabled');
+    if (secret.agent.status === 'disabled') throw Errors.agentDisabled();
     // Consume atomically: a concurrent bootstrap with the same secret updates zero rows.
     const consumed = await tx.bootstrapSecret.updateMany({
       where: { id: secret.id, consumedAt: null },
@@ -145,10 +136,9 @@ export async function bootstrapAgent(
       decision: 'info',
       metadata: { rebootstrap: wasActive, tokensRevoked: revoked.count },
     });
-    await enqueueOutbox(tx, deps.names, [...revoked.items, { kind: 'event', event }]);
+    emit(...revoked.items, audited(event));
     return agent;
   });
-  await deps.outbox.settle();
   return {
     agentId: result.id,
     name: result.name,
@@ -206,35 +196,38 @@ export async function issueAgentToken(deps: ControlPlaneDeps, assertion: string)
   const expiresAt = new Date(deps.now().getTime() + ttl * 1000);
   const tokenHash = hashToken(token);
   try {
-    await deps.prisma.$transaction(async (tx) => {
-      // Lock the agent and re-check what the signature was verified against: a concurrent
-      // re-bootstrap or disable (which takes the same lock) must not be outlived by this token.
-      const current = await tx.$queryRaw<{ status: string; public_key_jwk: unknown }[]>`
+    await commitChange(
+      deps,
+      async (tx, emit) => {
+        // Lock the agent and re-check what the signature was verified against: a concurrent
+        // re-bootstrap or disable (which takes the same lock) must not be outlived by this token.
+        const current = await tx.$queryRaw<{ status: string; public_key_jwk: unknown }[]>`
         SELECT status, public_key_jwk FROM agents WHERE id = ${agentId}::uuid FOR UPDATE`;
-      const row = current[0];
-      if (
-        !row ||
-        row.status !== 'active' ||
-        JSON.stringify(row.public_key_jwk) !== JSON.stringify(agent.publicKeyJwk)
-      ) {
-        throw fail();
-      }
-      // The primary key (agentId, jti) makes each jti single-use across every replica.
-      await tx.assertionJti.create({
-        data: { agentId, jti, expiresAt: new Date((exp + CLOCK_SKEW_S) * 1000) },
-      });
-      await tx.agentAccessToken.create({
-        data: { agentId, workspaceId: agent.workspaceId, tokenHash, expiresAt },
-      });
-      const record = agentTokenRecord({ tokenHash, agentId, workspaceId: agent.workspaceId, expiresAt });
-      await enqueueOutbox(tx, deps.names, [kvPut(deps.names.buckets.agentTokens, tokenHash, record)]);
-    });
+        const row = current[0];
+        if (
+          !row ||
+          row.status !== 'active' ||
+          JSON.stringify(row.public_key_jwk) !== JSON.stringify(agent.publicKeyJwk)
+        ) {
+          throw fail();
+        }
+        // The primary key (agentId, jti) makes each jti single-use across every replica.
+        await tx.assertionJti.create({
+          data: { agentId, jti, expiresAt: new Date((exp + CLOCK_SKEW_S) * 1000) },
+        });
+        await tx.agentAccessToken.create({
+          data: { agentId, workspaceId: agent.workspaceId, tokenHash, expiresAt },
+        });
+        const record = agentTokenRecord({ tokenHash, agentId, workspaceId: agent.workspaceId, expiresAt });
+        emit(kvPut(deps.names.buckets.agentTokens, tokenHash, record));
+        // Data planes also find a fresh token by asking on a miss: no need to wait for the push.
+      },
+      { settle: false },
+    );
   } catch (err) {
     if ((err as { code?: string }).code === 'P2002') throw fail(); // replayed jti
     throw err;
   }
-  // Data planes also find a fresh token by asking on a miss: no need to wait for the push.
-  deps.outbox.kick();
   return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl };
 }
 
@@ -272,7 +265,7 @@ export async function updateAgent(
     decision: 'info',
     metadata: { changed },
   });
-  const row = await deps.prisma.$transaction(async (tx) => {
+  const row = await commitChange(deps, async (tx, emit) => {
     const updated = await tx.agent.update({
       where: { id },
       data: {
@@ -281,10 +274,9 @@ export async function updateAgent(
         ...(input.iconUrl !== undefined && { iconUrl: input.iconUrl }),
       },
     });
-    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+    emit(audited(event));
     return updated;
   });
-  await deps.outbox.settle();
   return { agent: agentView(row), auditId: event.auditId };
 }
 
@@ -304,24 +296,19 @@ export async function deleteAgent(
     decision: 'info',
     metadata: { name: agent.name },
   });
-  await deps.prisma.$transaction(async (tx) => {
+  await commitChange(deps, async (tx, emit) => {
     await tx.$queryRaw`SELECT id FROM agents WHERE id = ${id}::uuid FOR UPDATE`;
     const revoked = await revokeAllTokens(tx, deps, id);
     const policies = await tx.policy.findMany({ where: { agentId: id }, select: { id: true } });
     await tx.agent.delete({ where: { id } });
-    await enqueueOutbox(tx, deps.names, [
-      ...revoked.items,
-      ...policies.map((p): OutboxItem => kvDelete(deps.names.buckets.policies, p.id)),
-      {
-        kind: 'event',
-        event: {
-          ...event,
-          metadata: { ...event.metadata, tokensRevoked: revoked.count, policiesDeleted: policies.length },
-        },
+    emit(...revoked.items, ...policies.map((p): OutboxItem => kvDelete(deps.names.buckets.policies, p.id)), {
+      kind: 'event',
+      event: {
+        ...event,
+        metadata: { ...event.metadata, tokensRevoked: revoked.count, policiesDeleted: policies.length },
       },
-    ]);
+    });
   });
-  await deps.outbox.settle();
   return { deleted: true as const, id, auditId: event.auditId };
 }
 
@@ -332,7 +319,7 @@ export async function newBootstrapSecret(
   id: string,
 ) {
   const agent = await scopedAgent(deps, actor.workspaceId, id);
-  if (agent.status === 'disabled') throw Errors.conflict('agent is disabled');
+  if (agent.status === 'disabled') throw Errors.agentDisabled();
   const bootstrapSecret = generateToken('vltb_');
   const now = deps.now();
   await deps.prisma.$transaction(async (tx) => {
@@ -358,7 +345,7 @@ export async function disableAgent(
   id: string,
 ) {
   await scopedAgent(deps, actor.workspaceId, id);
-  const tokensRevoked = await deps.prisma.$transaction(async (tx) => {
+  const tokensRevoked = await commitChange(deps, async (tx, emit) => {
     await tx.$queryRaw`SELECT id FROM agents WHERE id = ${id}::uuid FOR UPDATE`;
     const revoked = await revokeAllTokens(tx, deps, id);
     await tx.agent.update({ where: { id }, data: { status: 'disabled' } });
@@ -371,10 +358,9 @@ export async function disableAgent(
       decision: 'info',
       metadata: { tokensRevoked: revoked.count },
     });
-    await enqueueOutbox(tx, deps.names, [...revoked.items, { kind: 'event', event }]);
+    emit(...revoked.items, audited(event));
     return revoked.count;
   });
-  await deps.outbox.settle();
   return { success: true as const, tokensRevoked };
 }
 
@@ -387,7 +373,7 @@ export async function enableAgent(
   if (agent.status !== 'disabled')
     return { success: true as const, status: agent.status as 'created' | 'active' };
   const status = agent.publicKeyJwk ? ('active' as const) : ('created' as const);
-  await deps.prisma.$transaction(async (tx) => {
+  await commitChange(deps, async (tx, emit) => {
     await tx.agent.update({ where: { id }, data: { status } });
     const event = auditEvent(deps, {
       action: 'agent_enabled',
@@ -398,9 +384,8 @@ export async function enableAgent(
       decision: 'info',
       metadata: { status },
     });
-    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+    emit(audited(event));
   });
-  await deps.outbox.settle();
   return { success: true as const, status };
 }
 

@@ -14,8 +14,7 @@ import type {
 } from '@vlt/contracts';
 import type { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { enqueueOutbox } from '../../infra/outbox.js';
-import { auditEvent } from '../agents/service.js';
+import { commitChange, auditEvent, audited } from '../../infra/change.js';
 
 /**
  * Pending approvals one agent may have at once: reviewers' queues are bounded whatever the
@@ -70,7 +69,7 @@ function expiredEvent(
 /** Moves stale pending approvals to `expired` (each exactly once) and audits them. */
 export async function expireStaleApprovals(deps: ControlPlaneDeps, workspaceId?: string): Promise<number> {
   const now = deps.now();
-  const count = await deps.prisma.$transaction(async (tx) => {
+  const count = await commitChange(deps, async (tx, emit) => {
     const stale = await tx.$queryRaw<
       { id: string; workspace_id: string; agent_id: string; connection_id: string }[]
     >`
@@ -78,22 +77,20 @@ export async function expireStaleApprovals(deps: ControlPlaneDeps, workspaceId?:
       WHERE status = 'pending' AND expires_at <= ${now}
         AND (${workspaceId ?? null}::uuid IS NULL OR workspace_id = ${workspaceId ?? null}::uuid)
       RETURNING id, workspace_id, agent_id, connection_id`;
-    await enqueueOutbox(
-      tx,
-      deps.names,
-      stale.map((s) => ({
-        kind: 'event' as const,
-        event: expiredEvent(deps, {
-          id: s.id,
-          workspaceId: s.workspace_id,
-          agentId: s.agent_id,
-          connectionId: s.connection_id,
-        }),
-      })),
+    emit(
+      ...stale.map((s) =>
+        audited(
+          expiredEvent(deps, {
+            id: s.id,
+            workspaceId: s.workspace_id,
+            agentId: s.agent_id,
+            connectionId: s.connection_id,
+          }),
+        ),
+      ),
     );
     return stale.length;
   });
-  if (count) await deps.outbox.settle();
   return count;
 }
 
@@ -111,7 +108,7 @@ export async function createApproval(deps: ControlPlaneDeps, req: ApprovalCreate
   if (policy.connection.status === 'revoked') return { ok: false as const, code: 'revoked' as const };
   const now = deps.now();
   const expiresAt = new Date(now.getTime() + deps.config.approvalTtlSeconds * 1000);
-  const created = await deps.prisma.$transaction(async (tx) => {
+  const created = await commitChange(deps, async (tx, emit) => {
     // One agent's creates queue on its row, so the pending count below cannot be overshot.
     await tx.$queryRaw`SELECT id FROM agents WHERE id = ${req.agentId}::uuid FOR UPDATE`;
     const pending = await tx.approvalRequest.count({
@@ -150,11 +147,10 @@ export async function createApproval(deps: ControlPlaneDeps, req: ApprovalCreate
         connectionLabel: policy.connection.label,
       },
     });
-    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+    emit(audited(event));
     return { row, auditId: event.auditId };
   });
   if (created === null) return { ok: false as const, code: 'too_many_pending' as const };
-  await deps.outbox.settle();
   return {
     ok: true as const,
     approvalRequestId: created.row.id,
@@ -189,7 +185,7 @@ async function decide(
   to: 'approved' | 'denied',
 ): Promise<{ auditId: string }> {
   const now = deps.now();
-  const result = await deps.prisma.$transaction(async (tx) => {
+  const result = await commitChange(deps, async (tx, emit) => {
     // Lock the row: the decision below must see the state it changes.
     const locked = await tx.$queryRaw<{ id: string }[]>`
       SELECT id FROM approval_requests WHERE id = ${id}::uuid AND workspace_id = ${actor.workspaceId}::uuid FOR UPDATE`;
@@ -197,7 +193,7 @@ async function decide(
     const a = await tx.approvalRequest.findUniqueOrThrow({ where: { id }, include });
     if (a.status === 'pending' && a.expiresAt <= now) {
       await tx.approvalRequest.update({ where: { id }, data: { status: 'expired' } });
-      await enqueueOutbox(tx, deps.names, [{ kind: 'event', event: expiredEvent(deps, a) }]);
+      emit(audited(expiredEvent(deps, a)));
       return { gone: true as const };
     }
     if (a.status === 'expired') return { gone: true as const };
@@ -216,10 +212,9 @@ async function decide(
       decision: to === 'approved' ? 'allowed' : 'denied',
       metadata: { approvalRequestId: id },
     });
-    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+    emit(audited(event));
     return { gone: false as const, auditId: event.auditId };
   });
-  await deps.outbox.settle();
   if (result.gone) throw Errors.gone('approval request has expired');
   return { auditId: result.auditId };
 }

@@ -45,7 +45,7 @@ export async function signUp(
     const userCount = await tx.user.count();
     if (deps.config.signup === 'closed' && userCount > 0) throw Errors.forbidden('sign-up is closed');
     const existing = await tx.user.findUnique({ where: { email } });
-    if (existing) throw Errors.conflict('an account with this e-mail already exists');
+    if (existing) throw Errors.emailTaken();
     const user = await tx.user.create({
       data: {
         email,

@@ -5,8 +5,8 @@ import { UpstreamError } from '@vlt/upstream';
 import type { ConnectionDescriptor, CredentialsResponse, ProviderCredentials } from '@vlt/contracts';
 import { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { enqueueOutbox, kvPut } from '../../infra/outbox.js';
-import { auditEvent } from '../agents/service.js';
+import { commitChange, auditEvent, audited } from '../../infra/change.js';
+import { kvPut } from '../../infra/outbox.js';
 
 const credentialAad = (connectionId: string) => `connection:${connectionId}`;
 
@@ -102,7 +102,7 @@ export async function createIssueTrackerConnection(
     decision: 'info',
     metadata: { provider: 'issues', service: 'issues', siteUrl: site.origin },
   });
-  const created = await deps.prisma.$transaction(async (tx) => {
+  const created = await commitChange(deps, async (tx, emit) => {
     const row = await tx.connection.create({
       data: {
         id,
@@ -122,13 +122,9 @@ export async function createIssueTrackerConnection(
         createdBy: actor.userId,
       },
     });
-    await enqueueOutbox(tx, deps.names, [
-      kvPut(deps.names.buckets.connections, id, connectionDescriptor(row)),
-      { kind: 'event', event },
-    ]);
+    emit(kvPut(deps.names.buckets.connections, id, connectionDescriptor(row)), audited(event));
     return row;
   });
-  await deps.outbox.settle();
   return {
     connection: {
       id: created.id,
@@ -211,7 +207,7 @@ export async function revokeConnection(
   id: string,
 ) {
   const current = await scopedConnection(deps, actor.workspaceId, id);
-  if (current.status === 'revoked') throw Errors.conflict('connection is already revoked');
+  if (current.status === 'revoked') throw Errors.connectionRevoked('connection is already revoked');
   const event = auditEvent(deps, {
     action: 'connection_revoked',
     actor: actor.userId,
@@ -221,18 +217,14 @@ export async function revokeConnection(
     decision: 'info',
     metadata: { provider: current.provider, service: current.service },
   });
-  const row = await deps.prisma.$transaction(async (tx) => {
+  const row = await commitChange(deps, async (tx, emit) => {
     const updated = await tx.connection.update({
       where: { id },
       data: { status: 'revoked', credentials: Prisma.DbNull, revokedAt: deps.now() },
     });
-    await enqueueOutbox(tx, deps.names, [
-      kvPut(deps.names.buckets.connections, id, connectionDescriptor(updated)),
-      { kind: 'event', event },
-    ]);
+    emit(kvPut(deps.names.buckets.connections, id, connectionDescriptor(updated)), audited(event));
     return updated;
   });
-  await deps.outbox.settle();
   return {
     connection: { id: row.id, provider: row.provider, label: row.label, status: 'revoked' as const },
     auditId: event.auditId,
@@ -246,15 +238,12 @@ export async function relabelConnection(
   label: string,
 ) {
   const current = await scopedConnection(deps, actor.workspaceId, id);
-  if (current.status === 'revoked') throw Errors.conflict('connection is revoked');
-  const row = await deps.prisma.$transaction(async (tx) => {
+  if (current.status === 'revoked') throw Errors.connectionRevoked();
+  const row = await commitChange(deps, async (tx, emit) => {
     const updated = await tx.connection.update({ where: { id }, data: { label } });
-    await enqueueOutbox(tx, deps.names, [
-      kvPut(deps.names.buckets.connections, id, connectionDescriptor(updated)),
-    ]);
+    emit(kvPut(deps.names.buckets.connections, id, connectionDescriptor(updated)));
     return updated;
   });
-  await deps.outbox.settle();
   return {
     connection: {
       id: row.id,

@@ -3,8 +3,8 @@ import { Errors } from '@vlt/service-kit';
 import type { AllowlistEntry, AuditAction, PolicyDocument, PolicySnapshot, PolicyView } from '@vlt/contracts';
 import { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { enqueueOutbox, kvDelete, kvPut } from '../../infra/outbox.js';
-import { auditEvent } from '../agents/service.js';
+import { commitChange, auditEvent, audited } from '../../infra/change.js';
+import { kvDelete, kvPut } from '../../infra/outbox.js';
 
 type PolicyRow = Prisma.PolicyGetPayload<object>;
 
@@ -118,11 +118,11 @@ export async function createPolicy(
   if (!connection || connection.status === 'revoked') throw Errors.notFound('connection not found');
   const allowedModels = input.allowedModels ? [...new Set(input.allowedModels)] : ['A', 'B'];
 
-  const result = await deps.prisma.$transaction(async (tx) => {
+  const result = await commitChange(deps, async (tx, emit) => {
     const existing = await tx.policy.findUnique({
       where: { agentId_connectionId: { agentId: agent.id, connectionId: connection.id } },
     });
-    if (existing) throw Errors.conflict('a policy already binds this agent to this connection');
+    if (existing) throw Errors.policyExists();
     const row = await tx.policy.create({
       data: {
         workspaceId: actor.workspaceId,
@@ -150,13 +150,9 @@ export async function createPolicy(
         stepUpApproval: row.stepUpApproval,
       },
     });
-    await enqueueOutbox(tx, deps.names, [
-      kvPut(deps.names.buckets.policies, row.id, policySnapshot(row, connection)),
-      { kind: 'event', event },
-    ]);
+    emit(kvPut(deps.names.buckets.policies, row.id, policySnapshot(row, connection)), audited(event));
     return { row, auditId: event.auditId };
   });
-  await deps.outbox.settle();
   return { policy: policyView(result.row), auditId: result.auditId };
 }
 
@@ -172,7 +168,7 @@ export async function updatePolicy(
   data: Prisma.PolicyUpdateInput,
 ) {
   const current = await loadScoped(deps, actor.workspaceId, id);
-  const result = await deps.prisma.$transaction(async (tx) => {
+  const result = await commitChange(deps, async (tx, emit) => {
     const row = await tx.policy.update({
       where: { id: current.id },
       data: { ...data, version: { increment: 1 } },
@@ -194,13 +190,9 @@ export async function updatePolicy(
       decision: 'info',
       metadata: { policyId: row.id, changed: part, version: row.version },
     });
-    await enqueueOutbox(tx, deps.names, [
-      kvPut(deps.names.buckets.policies, row.id, snapshot),
-      { kind: 'event', event },
-    ]);
+    emit(kvPut(deps.names.buckets.policies, row.id, snapshot), audited(event));
     return { row, auditId: event.auditId };
   });
-  await deps.outbox.settle();
   return { policy: policyView(result.row), auditId: result.auditId };
 }
 
@@ -254,13 +246,9 @@ export async function deletePolicy(
     decision: 'info',
     metadata: { policyId: id },
   });
-  await deps.prisma.$transaction(async (tx) => {
+  await commitChange(deps, async (tx, emit) => {
     await tx.policy.delete({ where: { id } });
-    await enqueueOutbox(tx, deps.names, [
-      kvDelete(deps.names.buckets.policies, id),
-      { kind: 'event', event },
-    ]);
+    emit(kvDelete(deps.names.buckets.policies, id), audited(event));
   });
-  await deps.outbox.settle();
   return { deleted: true as const, id, auditId: event.auditId };
 }

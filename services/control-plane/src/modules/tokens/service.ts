@@ -2,8 +2,7 @@ import { generateToken, hashToken } from '@vlt/crypto';
 import { Errors } from '@vlt/service-kit';
 import type { Role, Scope } from '@vlt/contracts';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { enqueueOutbox } from '../../infra/outbox.js';
-import { auditEvent } from '../agents/service.js';
+import { commitChange, auditEvent, audited } from '../../infra/change.js';
 
 type Caller = { userId: string; workspaceId: string; roles: Role[]; scopes: Scope[] };
 
@@ -40,7 +39,7 @@ export async function createPat(
     decision: 'info',
     metadata: { name: input.name, expiresInDays: input.expiresInDays },
   });
-  const row = await deps.prisma.$transaction(async (tx) => {
+  const row = await commitChange(deps, async (tx, emit) => {
     const created = await tx.personalAccessToken.create({
       data: {
         userId: caller.userId,
@@ -51,12 +50,9 @@ export async function createPat(
         expiresAt: new Date(now.getTime() + input.expiresInDays * 86_400_000),
       },
     });
-    await enqueueOutbox(tx, deps.names, [
-      { kind: 'event', event: { ...event, metadata: { ...event.metadata, tokenId: created.id } } },
-    ]);
+    emit({ kind: 'event', event: { ...event, metadata: { ...event.metadata, tokenId: created.id } } });
     return created;
   });
-  await deps.outbox.settle();
   return { token: view(row, now), plainToken, auditId: event.auditId };
 }
 
@@ -94,10 +90,9 @@ export async function revokePat(deps: ControlPlaneDeps, caller: Caller, id: stri
     decision: 'info',
     metadata: { tokenId: id },
   });
-  await deps.prisma.$transaction(async (tx) => {
+  await commitChange(deps, async (tx, emit) => {
     await tx.personalAccessToken.update({ where: { id }, data: { revokedAt: deps.now() } });
-    await enqueueOutbox(tx, deps.names, [{ kind: 'event', event }]);
+    emit(audited(event));
   });
-  await deps.outbox.settle();
   return { revoked: true as const, id, auditId: event.auditId };
 }

@@ -86,7 +86,7 @@ export async function addMember(
   const existing = await deps.prisma.membership.findUnique({
     where: { workspaceId_userId: { workspaceId, userId: user.id } },
   });
-  if (existing) throw Errors.conflict('already a member');
+  if (existing) throw Errors.alreadyMember();
   const m = await deps.prisma.membership.create({ data: { workspaceId, userId: user.id, role: input.role } });
   return {
     member: {
@@ -121,7 +121,7 @@ export async function changeMemberRole(
     if (!m) throw Errors.notFound('member not found');
     assertMayAssign(caller, role, m.role as MemberRole);
     if (m.role === 'owner' && role !== 'owner' && (await lockedOwnerCount(tx, workspaceId)) <= 1) {
-      throw Errors.conflict('a workspace needs at least one owner');
+      throw Errors.lastOwner();
     }
     const updated = await tx.membership.update({ where: { id: m.id }, data: { role } });
     return { member: { userId, role: updated.role as MemberRole } };
@@ -140,7 +140,7 @@ export async function removeMember(
     if (!m) throw Errors.notFound('member not found');
     assertMayAssign(caller, m.role as MemberRole, m.role as MemberRole);
     if (m.role === 'owner' && (await lockedOwnerCount(tx, workspaceId)) <= 1) {
-      throw Errors.conflict('a workspace needs at least one owner');
+      throw Errors.lastOwner();
     }
     await tx.membership.delete({ where: { id: m.id } });
     // Their sessions and tokens in this workspace stop working at once.

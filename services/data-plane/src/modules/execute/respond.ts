@@ -17,7 +17,7 @@ import {
   type PolicyRuntime,
   type ResponseRoute,
 } from '@vlt/policy-engine';
-import { Errors, type AppError } from '@vlt/service-kit';
+import { Errors, upstreamAppError, type AppError } from '@vlt/service-kit';
 import {
   UpstreamError,
   type UpstreamClient,
@@ -212,10 +212,7 @@ function firstByteOrEnd(stream: Readable): Promise<void> {
 /** What the agent is answered when a stream fails before its first byte was sent. */
 function agentError(err: Error): AppError {
   if (err instanceof ResponseUnfilterableError) return Errors.responseUnfilterable(err.message);
-  if (err instanceof UpstreamError && err.kind === 'timeout') return Errors.upstreamTimeout();
-  if (err instanceof UpstreamError && err.kind === 'unavailable') return Errors.upstreamUnavailable();
-  if (err instanceof UpstreamError && err.kind === 'too_large')
-    return Errors.upstreamBadResponse('provider response exceeds the size limit');
+  if (err instanceof UpstreamError) return upstreamAppError(err);
   return Errors.upstreamBadResponse();
 }
 

@@ -6,7 +6,7 @@
 import type { CredentialsResponse } from '@vlt/contracts';
 import type { ExecutionTarget } from '@vlt/policy-engine';
 import type { AppError } from '@vlt/service-kit';
-import { Errors } from '@vlt/service-kit';
+import { Errors, upstreamAppError } from '@vlt/service-kit';
 import { UpstreamError, type UpstreamRequest } from '@vlt/upstream';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
@@ -65,18 +65,7 @@ export function buildUpstreamRequest(
 
 /** Records a failed provider call and returns the typed error the agent gets. */
 export function upstreamFailure(err: unknown, recorder: CallRecorder): AppError {
-  const kind = err instanceof UpstreamError ? err.kind : 'unavailable';
-  const extra = { auditId: recorder.failed(kind) };
-  switch (kind) {
-    case 'ssrf_blocked':
-      return Errors.policyDenied('destination address is not allowed', extra);
-    case 'timeout':
-      return Errors.upstreamTimeout(undefined, extra);
-    case 'too_large':
-      return Errors.upstreamBadResponse('provider response exceeds the size limit', extra);
-    case 'bad_response':
-      return Errors.upstreamBadResponse(undefined, extra);
-    case 'unavailable':
-      return Errors.upstreamUnavailable(undefined, extra);
-  }
+  const failure =
+    err instanceof UpstreamError ? err : new UpstreamError('unavailable', 'provider request failed');
+  return upstreamAppError(failure, { auditId: recorder.failed(failure.kind) });
 }
