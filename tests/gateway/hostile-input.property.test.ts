@@ -6,28 +6,15 @@
  * `error` string when it refuses), never returns or logs the injected credential, and is still
  * serving afterwards.
  */
-import https from 'node:https';
 import zlib from 'node:zlib';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  apiJwt,
-  bearerAdmin,
-  createIssueTrackerConnection,
-  createPolicy,
-  enrolAgent,
-  http,
-  putAllowlists,
-  READ_WRITE_UNATTENDED,
-  signUp,
-  type Admin,
-} from '../support/api-client.js';
-import { startInProcessGateway, type InProcessGateway } from '../support/in-process-gateway.js';
-import { createTestPki, type TestPki } from '../support/test-pki.js';
+import { http, READ_WRITE_UNATTENDED } from '../support/api-client.js';
+import type { InProcessGateway } from '../support/in-process-gateway.js';
+import { startProviderGateway, type ProviderGateway } from '../support/provider-gateway.js';
 
 const creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toString('hex')}` };
 const BASIC = Buffer.from(`${creds.email}:${creds.apiToken}`).toString('base64');
@@ -88,12 +75,6 @@ function encode(body: Buffer): Buffer {
 }
 
 function provider(req: IncomingMessage, res: ServerResponse) {
-  if (req.url === '/rest/api/3/myself') {
-    // The connection's credential check; the cases never reach it.
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end('{"accountId":"a1","displayName":"Bot"}');
-    return;
-  }
   providerCalls++;
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
@@ -256,31 +237,16 @@ const providerAnswer: fc.Arbitrary<ProviderAnswer> = fc.record({
 
 // ---------------------------------------------------------------------------------------------
 
-let pki: TestPki;
-let upstream: https.Server;
-let site: string;
+let fx: ProviderGateway;
 let gw: InProcessGateway;
-let admin: Admin;
+let site: string;
 let connectionId: string;
 /** [no rules, request body rules + response filters] */
 const tokens: string[] = [];
 
 beforeAll(async () => {
-  pki = await createTestPki();
-  upstream = https.createServer({ key: pki.key, cert: pki.cert }, provider);
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  site = `https://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-  gw = await startInProcessGateway(
-    { VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32', VLT_UPSTREAM_DEADLINE_MS: '5000' },
-    { upstreamCa: [pki.caPem] },
-  );
-  const { user } = await signUp(
-    gw.baseUrl,
-    `prop-${randomBytes(4).toString('hex')}@gw.test`,
-    'correct horse battery',
-  );
-  admin = bearerAdmin(gw.baseUrl, (await apiJwt(gw.baseUrl, user.session)).token);
-  connectionId = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds })).connection.id;
+  fx = await startProviderGateway(provider, { VLT_UPSTREAM_DEADLINE_MS: '5000' }, creds);
+  ({ gw, site, connectionId } = fx);
   for (const rules of [
     { request: [], response: [] },
     {
@@ -296,26 +262,16 @@ beforeAll(async () => {
       ],
     },
   ]) {
-    const { agent, token } = await enrolAgent(admin, gw.baseUrl, `prop-${randomBytes(3).toString('hex')}`);
-    const { policy } = await createPolicy(admin, agent.id, connectionId, READ_WRITE_UNATTENDED);
-    const allow = await putAllowlists(admin, policy.id, [
-      { baseUrl: site, methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'], pathPatterns: ['/rest/api/3/*'] },
-    ]);
-    expect(allow.status, allow.text).toBe(200);
-    const r = await http('PUT', `${gw.baseUrl}/v1/policies/${policy.id}/rules`, {
-      headers: admin.headers,
-      json: { rules },
+    const b = await fx.bind(rules, {
+      ...READ_WRITE_UNATTENDED,
+      methods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
     });
-    expect(r.status, r.text).toBe(200);
-    tokens.push(token);
+    tokens.push(b.token);
   }
 }, 60_000);
 
 afterAll(async () => {
-  await gw?.close();
-  upstream?.closeAllConnections();
-  await new Promise((r) => upstream?.close(r));
-  await pki?.dispose();
+  await fx?.close();
 });
 
 interface Outcome {

@@ -5,45 +5,33 @@
  * content is refused where rules apply, provider calls have a total deadline, and approvals
  * count against the rate limit. Each test tries the attack through the real gateway.
  */
-import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import {
-  apiJwt,
-  bearerAdmin,
   createIssueTrackerConnection,
   createPolicy,
-  enrolAgent,
   http,
   pollAudit,
   putAllowlists,
-  signUp,
   type Admin,
 } from '../support/api-client.js';
-import { startInProcessGateway, type InProcessGateway } from '../support/in-process-gateway.js';
-import { createTestPki, type TestPki } from '../support/test-pki.js';
+import type { InProcessGateway } from '../support/in-process-gateway.js';
+import { startProviderGateway, type Binding, type ProviderGateway } from '../support/provider-gateway.js';
 
 const creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toString('hex')}` };
 const BASIC = Buffer.from(`${creds.email}:${creds.apiToken}`).toString('base64');
 const RECORD = { id: 'c-1', ssn: '078-05-1120', email: 'alice@example.com', note: 'visible' };
 const seenAcceptEncoding: Array<string | undefined> = [];
 
-let pki: TestPki;
-let upstream: https.Server;
+let fx: ProviderGateway;
 let site: string;
 let gw: InProcessGateway;
 let admin: Admin;
 let connectionId: string;
 
-interface Binding {
-  agentId: string;
-  token: string;
-  policyId: string;
-}
 /** denyFields ['ssn'] + e-mail redaction on every route. */
 let fields: Binding;
 /** e-mail redaction only. */
@@ -154,60 +142,47 @@ function provider(req: IncomingMessage, res: ServerResponse) {
   }
 }
 
-async function bind(rules: { response: unknown[] }): Promise<Binding> {
-  const { agent, token } = await enrolAgent(admin, gw.baseUrl, `agent-${randomBytes(3).toString('hex')}`);
-  const { policy } = await createPolicy(admin, agent.id, connectionId, { allowedModels: ['B'] });
-  expect(
-    (
-      await putAllowlists(admin, policy.id, [
-        { baseUrl: site, methods: ['GET'], pathPatterns: ['/rest/api/3/*'] },
-      ])
-    ).status,
-  ).toBe(200);
-  const r = await http('PUT', `${gw.baseUrl}/v1/policies/${policy.id}/rules`, {
-    headers: admin.headers,
-    json: { rules: { request: [], response: rules.response } },
+/**
+ * `agent` bound to a further connection with writes that always need approval. A second
+ * connection rather than a second agent: one more enrolment would hit the per-IP limit.
+ */
+async function approvalBinding(agent: Binding, label: string) {
+  const conn = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds, label })).connection;
+  const { policy } = await createPolicy(admin, agent.agentId, conn.id, {
+    allowedModels: ['B'],
+    defaultMode: 'read_write',
+    stepUpApproval: 'always',
   });
-  expect(r.status, r.text).toBe(200);
-  return { agentId: agent.id, token, policyId: policy.id };
+  const allow = await putAllowlists(admin, policy.id, [
+    { baseUrl: site, methods: ['POST'], pathPatterns: ['/rest/api/3/*'] },
+  ]);
+  expect(allow.status, allow.text).toBe(200);
+  return { conn, policy };
 }
 
 beforeAll(async () => {
-  pki = await createTestPki();
-  upstream = https.createServer({ key: pki.key, cert: pki.cert }, provider);
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  site = `https://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-  gw = await startInProcessGateway(
+  fx = await startProviderGateway(
+    provider,
     {
-      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32',
       VLT_UPSTREAM_DEADLINE_MS: '600',
       VLT_UPSTREAM_STREAM_DEADLINE_MS: '600',
       VLT_UPSTREAM_IDLE_TIMEOUT_MS: '5000',
     },
-    { upstreamCa: [pki.caPem] },
+    creds,
   );
-  const { user } = await signUp(
-    gw.baseUrl,
-    `resp-${randomBytes(4).toString('hex')}@gw.test`,
-    'correct horse battery',
-  );
-  admin = bearerAdmin(gw.baseUrl, (await apiJwt(gw.baseUrl, user.session)).token);
-  connectionId = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds })).connection.id;
-  fields = await bind({
+  ({ gw, admin, site, connectionId } = fx);
+  fields = await fx.bind({
     response: [
       { label: 'no ssn, no e-mail', match: {}, filter: { denyFields: ['ssn'], redact: [{ type: 'email' }] } },
     ],
   });
-  redactOnly = await bind({
+  redactOnly = await fx.bind({
     response: [{ label: 'no e-mail', match: {}, filter: { redact: [{ type: 'email' }] } }],
   });
-  plain = await bind({ response: [] });
+  plain = await fx.bind({ response: [] });
 });
 afterAll(async () => {
-  await gw?.close();
-  upstream?.closeAllConnections();
-  await new Promise((r) => upstream?.close(r));
-  await pki?.dispose();
+  await fx?.close();
 });
 
 function call(b: Binding, path: string, extra: Record<string, unknown> = {}) {
@@ -222,6 +197,17 @@ function call(b: Binding, path: string, extra: Record<string, unknown> = {}) {
       ...extra,
     }),
   });
+}
+
+/** The audit row a call's answer names, once the audit writer has stored it. */
+async function auditRow(b: Binding, action: string, auditId: string) {
+  const rows = await pollAudit(
+    admin,
+    { agentId: b.agentId, action },
+    (e) => e.some((x) => x.auditId === auditId),
+    10_000,
+  );
+  return rows.find((x) => x.auditId === auditId)!;
 }
 
 async function bodyText(res: Awaited<ReturnType<typeof request>>): Promise<string> {
@@ -251,13 +237,8 @@ describe('regression: response rules hold on every response path (class 1)', () 
     const body = (await res.body.json()) as { error: string; code: string; auditId: string };
     expect(body.code).toBe('RESPONSE_UNFILTERABLE');
     expect(body.error).toMatch(/application\/octet-stream/);
-    const rows = await pollAudit(
-      admin,
-      { agentId: fields.agentId, action: 'execution_denied' },
-      (e) => e.some((x) => x.auditId === body.auditId),
-      10_000,
-    );
-    expect(rows.find((x) => x.auditId === body.auditId)?.metadata.step).toBe('response_rules');
+    const row = await auditRow(fields, 'execution_denied', body.auditId);
+    expect(row.metadata.step).toBe('response_rules');
   });
 
   it('passes a download untouched when no response rule applies', async () => {
@@ -414,13 +395,8 @@ describe('regression: provider calls have a total deadline (class 9)', () => {
     expect(res.statusCode).toBe(502);
     const body = (await res.body.json()) as { code: string; auditId: string };
     expect(body.code).toBe('UPSTREAM_TIMEOUT');
-    const rows = await pollAudit(
-      admin,
-      { agentId: plain.agentId, action: 'execution_error' },
-      (e) => e.some((x) => x.auditId === body.auditId),
-      10_000,
-    );
-    expect(rows.find((x) => x.auditId === body.auditId)?.metadata.error).toBe('timeout');
+    const row = await auditRow(plain, 'execution_error', body.auditId);
+    expect(row.metadata.error).toBe('timeout');
   });
 
   it('a dripping stream is cut at the stream deadline and audited as execution_error', async () => {
@@ -440,20 +416,7 @@ describe('regression: provider calls have a total deadline (class 9)', () => {
 describe('regression: approvals count against the rate limit (class 10)', () => {
   it('past the hourly limit, writes needing approval get 429 and file no more approvals', async () => {
     // The plain agent on a second connection: one more enrolment would hit the per-IP limit.
-    const conn = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds, label: 'second' }))
-      .connection;
-    const { policy } = await createPolicy(admin, plain.agentId, conn.id, {
-      allowedModels: ['B'],
-      defaultMode: 'read_write',
-      stepUpApproval: 'always',
-    });
-    expect(
-      (
-        await putAllowlists(admin, policy.id, [
-          { baseUrl: site, methods: ['POST'], pathPatterns: ['/rest/api/3/*'] },
-        ])
-      ).status,
-    ).toBe(200);
+    const { conn, policy } = await approvalBinding(plain, 'second');
     const limits = await http('PUT', `${gw.baseUrl}/v1/policies/${policy.id}/rate-limits`, {
       headers: admin.headers,
       json: { rateLimits: { maxRequestsPerHour: 3 } },
@@ -461,16 +424,10 @@ describe('regression: approvals count against the rate limit (class 10)', () => 
     expect(limits.status).toBe(200);
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
-      const r = await request(`${gw.baseUrl}/v1/vault/execute`, {
+      const r = await call(plain, '/issue', {
+        connectionId: conn.id,
         method: 'POST',
-        headers: { authorization: `Bearer ${plain.token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          model: 'B',
-          connectionId: conn.id,
-          method: 'POST',
-          url: `${site}/rest/api/3/issue`,
-          body: { summary: `issue ${i}` },
-        }),
+        body: { summary: `issue ${i}` },
       });
       await r.body.dump();
       statuses.push(r.statusCode);
@@ -488,31 +445,12 @@ describe('regression: approvals count against the rate limit (class 10)', () => 
 
   it('an agent has at most 20 pending approvals, even when it files them all at once', async () => {
     // The redact-only agent on a third connection, with no rate limit at all.
-    const conn = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds, label: 'third' }))
-      .connection;
-    const { policy } = await createPolicy(admin, redactOnly.agentId, conn.id, {
-      allowedModels: ['B'],
-      defaultMode: 'read_write',
-      stepUpApproval: 'always',
-    });
-    expect(
-      (
-        await putAllowlists(admin, policy.id, [
-          { baseUrl: site, methods: ['POST'], pathPatterns: ['/rest/api/3/*'] },
-        ])
-      ).status,
-    ).toBe(200);
+    const { conn } = await approvalBinding(redactOnly, 'third');
     const file = async (i: number) => {
-      const r = await request(`${gw.baseUrl}/v1/vault/execute`, {
+      const r = await call(redactOnly, '/issue', {
+        connectionId: conn.id,
         method: 'POST',
-        headers: { authorization: `Bearer ${redactOnly.token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          model: 'B',
-          connectionId: conn.id,
-          method: 'POST',
-          url: `${site}/rest/api/3/issue`,
-          body: { summary: `issue ${i}` },
-        }),
+        body: { summary: `issue ${i}` },
       });
       return { status: r.statusCode, body: (await r.body.json()) as { code?: string } };
     };
@@ -535,20 +473,7 @@ describe('regression: approvals count against the rate limit (class 10)', () => 
 
 describe('regression: what reviewers and the audit log see of a paused request (classes 12, 13, 14)', () => {
   it('the canonical URL that will run, a storable copy of odd text, and no query values in audit', async () => {
-    const conn = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds, label: 'fourth' }))
-      .connection;
-    const { policy } = await createPolicy(admin, fields.agentId, conn.id, {
-      allowedModels: ['B'],
-      defaultMode: 'read_write',
-      stepUpApproval: 'always',
-    });
-    expect(
-      (
-        await putAllowlists(admin, policy.id, [
-          { baseUrl: site, methods: ['POST'], pathPatterns: ['/rest/api/3/*'] },
-        ])
-      ).status,
-    ).toBe(200);
+    const { conn } = await approvalBinding(fields, 'fourth');
     const r = await request(`${gw.baseUrl}/v1/vault/execute`, {
       method: 'POST',
       headers: { authorization: `Bearer ${fields.token}`, 'content-type': 'application/json' },

@@ -3,32 +3,18 @@
  * produced, filtered per SSE event by the policy's response rules (also when a value to redact
  * is split across network chunks), with the size limit enforced and one terminal audit row.
  */
-import https from 'node:https';
 import type { ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import {
-  apiJwt,
-  bearerAdmin,
-  createIssueTrackerConnection,
-  createPolicy,
-  enrolAgent,
-  http,
-  pollAudit,
-  putAllowlists,
-  signUp,
-  type Admin,
-} from '../support/api-client.js';
-import { startInProcessGateway, type InProcessGateway } from '../support/in-process-gateway.js';
-import { createTestPki, type TestPki } from '../support/test-pki.js';
+import { http, pollAudit, type Admin } from '../support/api-client.js';
+import type { InProcessGateway } from '../support/in-process-gateway.js';
+import { startProviderGateway, type ProviderGateway } from '../support/provider-gateway.js';
 
 const creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toString('hex')}` };
 const BINARY = randomBytes(4096);
 const hits = new Map<string, number>();
-let pki: TestPki;
-let upstream: https.Server;
+let fx: ProviderGateway;
 let site: string;
 let gw: InProcessGateway;
 let admin: Admin;
@@ -54,75 +40,44 @@ async function writeSse(res: ServerResponse) {
 }
 
 beforeAll(async () => {
-  pki = await createTestPki();
   const expected = `Basic ${Buffer.from(`${creds.email}:${creds.apiToken}`).toString('base64')}`;
-  upstream = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
-    hits.set(req.url ?? '', (hits.get(req.url ?? '') ?? 0) + 1);
-    if (req.headers.authorization !== expected) return res.writeHead(401).end();
-    if (req.url === '/rest/api/3/myself') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      return res.end(JSON.stringify({ accountId: 'a1', displayName: 'Bot' }));
-    }
-    if (req.url === '/rest/api/3/events') return void writeSse(res);
-    if (req.url === '/rest/api/3/attachment/1') {
-      res.writeHead(200, {
-        'content-type': 'application/octet-stream',
-        'content-length': String(BINARY.length),
-      });
-      return res.end(BINARY);
-    }
-    if (req.url === '/rest/api/3/big') {
-      res.writeHead(200, { 'content-type': 'text/plain' });
-      return res.end('x'.repeat(200_000));
-    }
-    res.writeHead(500, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ errorMessages: ['boom'] }));
-  });
-  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-  site = `https://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-  gw = await startInProcessGateway({ VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32' }, { upstreamCa: [pki.caPem] });
-  const { user } = await signUp(
-    gw.baseUrl,
-    `stream-${randomBytes(4).toString('hex')}@gw.test`,
-    'correct horse battery',
-  );
-  admin = bearerAdmin(gw.baseUrl, (await apiJwt(gw.baseUrl, user.session)).token);
-  const enrolled = await enrolAgent(admin, gw.baseUrl, 'streamer');
-  token = enrolled.token;
-  agentId = enrolled.agent.id;
-  connectionId = (await createIssueTrackerConnection(admin, { siteUrl: site, ...creds })).connection.id;
-  policyId = (await createPolicy(admin, agentId, connectionId, { allowedModels: ['B'] })).policy.id;
-  expect(
-    (
-      await putAllowlists(admin, policyId, [
-        { baseUrl: site, methods: ['GET'], pathPatterns: ['/rest/api/3/*'] },
-      ])
-    ).status,
-  ).toBe(200);
-  const rules = await http('PUT', `${gw.baseUrl}/v1/policies/${policyId}/rules`, {
-    headers: admin.headers,
-    json: {
-      rules: {
-        request: [],
-        // Scoped away from attachments: a binary download that a rule applies to is refused
-        // (tests/gateway/response-hardening.test.ts), so the raw-bytes case needs no rule on it.
-        response: [
-          {
-            label: 'no e-mail',
-            match: { urlPattern: '^/rest/api/3/(events|big|nope|myself)$' },
-            filter: { redact: [{ type: 'email' }] },
-          },
-        ],
-      },
+  fx = await startProviderGateway(
+    (req, res) => {
+      hits.set(req.url ?? '', (hits.get(req.url ?? '') ?? 0) + 1);
+      if (req.headers.authorization !== expected) return res.writeHead(401).end();
+      if (req.url === '/rest/api/3/events') return void writeSse(res);
+      if (req.url === '/rest/api/3/attachment/1') {
+        res.writeHead(200, {
+          'content-type': 'application/octet-stream',
+          'content-length': String(BINARY.length),
+        });
+        return res.end(BINARY);
+      }
+      if (req.url === '/rest/api/3/big') {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        return res.end('x'.repeat(200_000));
+      }
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ errorMessages: ['boom'] }));
     },
-  });
-  expect(rules.status, rules.text).toBe(200);
+    {},
+    creds,
+  );
+  ({ gw, admin, site, connectionId } = fx);
+  ({ token, agentId, policyId } = await fx.bind({
+    // Scoped away from attachments: a binary download that a rule applies to is refused
+    // (tests/gateway/response-hardening.test.ts), so the raw-bytes case needs no rule on it.
+    response: [
+      {
+        label: 'no e-mail',
+        match: { urlPattern: '^/rest/api/3/(events|big|nope|myself)$' },
+        filter: { redact: [{ type: 'email' }] },
+      },
+    ],
+  }));
 });
 afterAll(async () => {
-  await gw?.close();
-  upstream?.closeAllConnections();
-  await new Promise((r) => upstream?.close(r));
-  await pki?.dispose();
+  await fx?.close();
 });
 
 function call(body: Record<string, unknown>) {

@@ -18,7 +18,7 @@ import { headerValue, sanitizeRequestHeaders } from './request-headers.js';
 import { evaluateRequestRules } from './request-rules.js';
 import { blockedAddressReason } from './ssrf.js';
 import { decideAccess } from './step-up.js';
-import type { HostKind } from './url-canonicalizer.js';
+import type { CanonicalTarget } from './url-canonicalizer.js';
 import { canonicalizeTarget } from './url-canonicalizer.js';
 
 export interface ExecutionRequest {
@@ -78,16 +78,9 @@ export interface ExecutionAudit {
   dataSize: number;
 }
 
-export interface ExecutionTarget {
-  href: string;
+/** Where the call goes (canonical URL parts; response rules match `matchPath` too), and what it sends. */
+export interface ExecutionTarget extends Omit<CanonicalTarget, 'ok' | 'url'> {
   method: HttpMethod;
-  host: string;
-  hostKind: HostKind;
-  port: number;
-  path: string;
-  /** The path rules match (no trailing slash): response rules must use it too. */
-  matchPath: string;
-  search: string;
   /** Headers to forward (credentials, hop-by-hop and routing headers removed). */
   headers: Record<string, string>;
   /** Exactly the body to send, or undefined for none. */

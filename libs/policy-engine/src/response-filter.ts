@@ -125,18 +125,23 @@ export function applyAllowFields(value: unknown, trie: FieldTrie): unknown {
   return r === DROP ? null : r;
 }
 
+/** `arr` with `fn` applied to each element: a copy when one changed, else `arr` itself. */
+function mapChanged(arr: unknown[], fn: (el: unknown) => unknown): unknown[] {
+  let out: unknown[] | null = null;
+  for (let i = 0; i < arr.length; i++) {
+    const r = fn(arr[i]);
+    if (r !== arr[i]) {
+      out ??= arr.slice();
+      out[i] = r;
+    }
+  }
+  return out ?? arr;
+}
+
 function denyWalk(value: unknown, nodes: readonly FieldTrie[], depth: number): unknown {
   if (depth > MAX_JSON_DEPTH) tooDeep();
   if (Array.isArray(value)) {
-    let out: unknown[] | null = null;
-    for (let i = 0; i < value.length; i++) {
-      const r = denyWalk(value[i], nodes, depth + 1);
-      if (r !== value[i]) {
-        out ??= value.slice();
-        out[i] = r;
-      }
-    }
-    return out ?? value;
+    return mapChanged(value, (el) => denyWalk(el, nodes, depth + 1));
   }
   if (isPlainObject(value)) {
     let out: Record<string, unknown> | null = null;
@@ -181,15 +186,7 @@ function redactWalk(
     return r === s ? value : r;
   }
   if (Array.isArray(value)) {
-    let out: unknown[] | null = null;
-    for (let i = 0; i < value.length; i++) {
-      const r = redactWalk(value[i], detectors, depth + 1, onlyBuiltIns);
-      if (r !== value[i]) {
-        out ??= value.slice();
-        out[i] = r;
-      }
-    }
-    return out ?? value;
+    return mapChanged(value, (el) => redactWalk(el, detectors, depth + 1, onlyBuiltIns));
   }
   if (isPlainObject(value)) {
     let out: Record<string, unknown> | null = null;
