@@ -112,6 +112,10 @@ function provider(req: IncomingMessage, res: ServerResponse) {
         { 'content-type': 'application/json' },
         '['.repeat(100_000) + ']'.repeat(100_000),
       );
+    case '/ranged':
+      // Honours Range like a real server: a slice of the JSON document.
+      if (req.headers.range) return send(res, 206, { 'content-type': 'application/json' }, json.slice(10));
+      return send(res, 200, { 'content-type': 'application/json' }, json);
     case '/broken-gzip':
       // A gzip header and nothing after it: decoding fails before producing a byte.
       return send(
@@ -230,6 +234,17 @@ describe('regression: response rules hold on every response path (class 1)', () 
     expect(body.note).toBe('visible');
     expect(JSON.stringify(body)).not.toContain('alice@example.com');
   });
+
+  it.each(MODES)(
+    'regression: a Range slice of a JSON body is refused under field rules, not redacted as text: %s',
+    async (_name, mode) => {
+      const res = await call(fields, '/ranged', { ...mode, headers: { range: 'bytes=10-' } });
+      const text = await bodyText(res);
+      expect(text).not.toContain('078-05-1120');
+      expect(res.statusCode, text).toBe(403);
+      expect(JSON.parse(text).code).toBe('RESPONSE_UNFILTERABLE');
+    },
+  );
 
   it('refuses a download that rules cannot filter with 403, audited', async () => {
     const res = await call(fields, '/octet', { download: true });

@@ -4,6 +4,7 @@ import { filterResponseBody } from './response-body.js';
 import { applyAllowFields, applyDenyFields, buildFieldTrie } from './response-filter.js';
 import { parseJsonPath } from './json-path.js';
 import { runtime } from './test-fixtures.js';
+import { ResponseUnfilterableError } from './errors.js';
 
 const trie = (...paths: string[]) =>
   buildFieldTrie(
@@ -118,8 +119,15 @@ describe('filterResponseBody', () => {
     const out = filterResponseBody(bytes, 'text/plain', rt, GET);
     expect(out).toBeInstanceOf(Uint8Array);
     expect(new TextDecoder().decode(out as Uint8Array)).toBe('reach me at [REDACTED_EMAIL]\n');
-    expect(filterResponseBody('not json a@b.io', 'application/json', rt, GET)).toBe(
-      'not json [REDACTED_EMAIL]',
+    expect(filterResponseBody('not json a@b.io', 'text/plain', rt, GET)).toBe('not json [REDACTED_EMAIL]');
+  });
+
+  it('regression: a body labelled JSON that does not parse is refused under field rules, not redacted as text', () => {
+    // A Range slice of a JSON document: its denied field would pass a text redaction.
+    const slice = '"notes":"secret","mail":"a@b.io"}';
+    expect(() => filterResponseBody(slice, 'application/json', rt, GET)).toThrow(ResponseUnfilterableError);
+    expect(() => filterResponseBody('not json a@b.io', 'application/json', rt, GET)).toThrow(
+      ResponseUnfilterableError,
     );
   });
 

@@ -81,7 +81,13 @@ function isStructural(plan: ResponsePlan): boolean {
 /** Provider JSON the filters can walk: as deep as they go, as wide as the size limits allow. */
 const PAYLOAD_JSON_BOUNDS = { maxDepth: MAX_JSON_DEPTH, maxMembers: Number.POSITIVE_INFINITY };
 
-function filterPayload(text: string, plan: ResponsePlan): string | null {
+/**
+ * Filters one payload (an SSE event's data, an NDJSON line, a JSON body). `declaredJson`: the
+ * content type says this is JSON, so under field rules anything that does not parse strictly
+ * is refused — a Range slice (`"ssn":"…"}`) or a body with junk in front would otherwise be
+ * redacted as text with its denied fields still in it.
+ */
+function filterPayload(text: string, plan: ResponsePlan, declaredJson = false): string | null {
   let parsed: unknown;
   let isJson = false;
   // Checked before parsing: a megabyte of `[[[[` parses into a million-deep value (seconds of
@@ -100,7 +106,7 @@ function filterPayload(text: string, plan: ResponsePlan): string | null {
       isJson = false;
     }
   }
-  if (!isJson && STRUCTURED_START.test(text) && isStructural(plan)) {
+  if (!isJson && (declaredJson || STRUCTURED_START.test(text)) && isStructural(plan)) {
     // Redacting it as text would let its denied fields through to a lenient reader.
     throw new ResponseUnfilterableError(
       'the provider sent JSON that does not parse strictly; field rules cannot be applied',
@@ -552,7 +558,7 @@ class BufferedJsonFilter implements ResponseFilterCore {
       bom = BOM;
       text = text.slice(1);
     }
-    const filtered = filterPayload(text, this.plan);
+    const filtered = filterPayload(text, this.plan, true);
     return [filtered === null ? bytes : this.codec.encode(bom + filtered)];
   }
 }
