@@ -25,6 +25,7 @@ const creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toSt
 const BASIC = Buffer.from(`${creds.email}:${creds.apiToken}`).toString('base64');
 const RECORD = { id: 'c-1', ssn: '078-05-1120', email: 'alice@example.com', note: 'visible' };
 const seenAcceptEncoding: Array<string | undefined> = [];
+const seenRange: Array<string | undefined> = [];
 
 let fx: ProviderGateway;
 let site: string;
@@ -112,10 +113,16 @@ function provider(req: IncomingMessage, res: ServerResponse) {
         { 'content-type': 'application/json' },
         '['.repeat(100_000) + ']'.repeat(100_000),
       );
-    case '/ranged':
-      // Honours Range like a real server: a slice of the JSON document.
-      if (req.headers.range) return send(res, 206, { 'content-type': 'application/json' }, json.slice(10));
-      return send(res, 200, { 'content-type': 'application/json' }, json);
+    case '/sliced':
+      // A slice of the JSON document, whatever was asked (a careless cache, a hostile provider).
+      return send(res, 206, { 'content-type': 'application/json' }, json.slice(10));
+    case '/ranged-ndjson': {
+      const lines = `${json}\n${json}\n`;
+      seenRange.push(req.headers.range);
+      if (req.headers.range)
+        return send(res, 206, { 'content-type': 'application/x-ndjson' }, lines.slice(10));
+      return send(res, 200, { 'content-type': 'application/x-ndjson' }, lines);
+    }
     case '/broken-gzip':
       // A gzip header and nothing after it: decoding fails before producing a byte.
       return send(
@@ -236,15 +243,32 @@ describe('regression: response rules hold on every response path (class 1)', () 
   });
 
   it.each(MODES)(
-    'regression: a Range slice of a JSON body is refused under field rules, not redacted as text: %s',
+    'regression: a JSON body that is a slice of a document is refused under field rules, not redacted as text: %s',
     async (_name, mode) => {
-      const res = await call(fields, '/ranged', { ...mode, headers: { range: 'bytes=10-' } });
+      const res = await call(fields, '/sliced', mode);
       const text = await bodyText(res);
       expect(text).not.toContain('078-05-1120');
       expect(res.statusCode, text).toBe(403);
       expect(JSON.parse(text).code).toBe('RESPONSE_UNFILTERABLE');
     },
   );
+
+  it('regression: under response rules the provider is never asked for a byte range', async () => {
+    const res = await call(fields, '/ranged-ndjson', { stream: true, headers: { range: 'bytes=10-' } });
+    const text = await bodyText(res);
+    expect(seenRange.at(-1)).toBeUndefined();
+    expect(res.statusCode).toBe(200);
+    expect(text).not.toContain('078-05-1120');
+    expect(
+      text
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).note),
+    ).toEqual(['visible', 'visible']);
+    // Without rules a range is the agent's business.
+    await bodyText(await call(plain, '/ranged-ndjson', { stream: true, headers: { range: 'bytes=10-' } }));
+    expect(seenRange.at(-1)).toBe('bytes=10-');
+  });
 
   it('refuses a download that rules cannot filter with 403, audited', async () => {
     const res = await call(fields, '/octet', { download: true });

@@ -8,7 +8,12 @@
  */
 import { BusError } from '@vlt/bus';
 import type { ConnectionDescriptor, ExecuteModelB } from '@vlt/contracts';
-import { evaluateExecution, type ExecutionContext, type ExecutionDecision } from '@vlt/policy-engine';
+import {
+  evaluateExecution,
+  planResponse,
+  type ExecutionContext,
+  type ExecutionDecision,
+} from '@vlt/policy-engine';
 import { Errors } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
@@ -164,11 +169,18 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   const request = buildUpstreamRequest(target, credentials, {
     bodyIsAgentText: typeof req.body === 'string',
   });
+  const route = { method: req.method, path: target.matchPath };
+  if (planResponse(policy, route) !== null) {
+    // A byte range of a filtered resource cannot be filtered: a slice is not a document (a
+    // JSON slice starts mid-object, an NDJSON one mid-line), and the filter changes offsets.
+    delete request.headers.range;
+    delete request.headers['if-range'];
+  }
   const respond = {
     upstream: deps.upstream,
     request,
     policy,
-    route: { method: req.method, path: target.matchPath },
+    route,
     recorder,
     maxResponseBytes: policy.limits?.maxResponseSizeBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
   };
