@@ -445,6 +445,30 @@ describe('stream wrappers', () => {
     expect(dec.decode(concat(parts))).toBe(filterResponseBody(input, 'text/event-stream', rt, ROUTE));
   });
 
+  it('regression: a Node Transform yields to the event loop every 256 KiB of input (hostile-input bench)', async () => {
+    // A socket with megabytes buffered hands them over back to back; filtering them in one go
+    // stalled the process for ~150 ms per 10 MiB stream. Other work must get turns in between.
+    const line = enc.encode(`${JSON.stringify({ m: 'a@b.io', pad: 'x'.repeat(1000) })}\n`);
+    const chunk = concat(Array.from({ length: 64 }, () => line)); // ~64 KiB
+    const t = createResponseFilterNodeStream('application/x-ndjson', rt, ROUTE)!;
+    let out = 0;
+    t.on('data', (d: Buffer) => (out += d.length));
+    const done = new Promise((r) => t.on('end', r));
+    for (let i = 0; i < 32; i++) t.write(chunk); // 2 MiB, written at once
+    t.end();
+    let turns = 0;
+    const outAtTurn: number[] = [];
+    const tick = () => {
+      outAtTurn.push(out);
+      if (++turns < 1000 && !t.readableEnded) setImmediate(tick);
+    };
+    setImmediate(tick);
+    await done;
+    // Output grew across several turns instead of all arriving before the first one.
+    expect(outAtTurn[0]).toBeLessThan(out);
+    expect(new Set(outAtTurn).size).toBeGreaterThanOrEqual(4);
+  });
+
   it('a Node Transform produces the buffered result and reports limit errors', async () => {
     const input = '{"m":"a@b.io"}\n{"secret":1,"k":"sk-ABCDEFGH"}\n';
     const t = createResponseFilterNodeStream('application/x-ndjson', rt, ROUTE)!;

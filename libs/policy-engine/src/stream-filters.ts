@@ -629,20 +629,40 @@ export function toWebTransform(core: ResponseFilterCore): TransformStream<Uint8A
   });
 }
 
+/**
+ * Bytes filtered in one turn of the event loop before the filter yields. A socket that has
+ * buffered megabytes delivers them chunk after chunk without a break, and filtering them all
+ * at once would stall every other request for as long.
+ */
+const YIELD_EVERY_BYTES = 256 * 1024;
+
 export function toNodeTransform(
   core: ResponseFilterCore,
   beforeChunk?: (chunk: Uint8Array) => void,
 ): Transform {
+  let sinceYield = 0;
+  let turn: NodeJS.Immediate | null = null;
   return new Transform({
     transform(chunk: Buffer | Uint8Array | string, _encoding, callback) {
       try {
         const bytes = typeof chunk === 'string' ? new TextEncoder().encode(chunk) : chunk;
         beforeChunk?.(bytes);
         for (const part of core.push(bytes)) this.push(part);
-        callback();
+        sinceYield += bytes.length;
+        if (sinceYield < YIELD_EVERY_BYTES) return callback();
+        // Taking the next chunk waits for the next turn, when other work has had its go.
+        sinceYield = 0;
+        turn = setImmediate(() => {
+          turn = null;
+          callback();
+        });
       } catch (err) {
         callback(err as Error);
       }
+    },
+    destroy(err, callback) {
+      if (turn) clearImmediate(turn);
+      callback(err);
     },
     flush(callback) {
       try {
