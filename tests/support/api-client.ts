@@ -96,12 +96,19 @@ export interface SignedUpUser {
   setCookie: string[];
 }
 
-export async function signUp(base: string, email: string, password: string, name = 'E2E Admin') {
+/** `headers` lets a test pose as a distinct client behind the trusted proxy (per-IP limits). */
+export async function signUp(
+  base: string,
+  email: string,
+  password: string,
+  name = 'E2E Admin',
+  headers: Record<string, string> = {},
+) {
   const r = expectStatus(
     await http<{ user: { id: string; email: string }; workspace: { id: string } }>(
       'POST',
       `${base}/api/auth/sign-up`,
-      { json: { email, password, name } },
+      { headers, json: { email, password, name } },
     ),
     201,
   );
