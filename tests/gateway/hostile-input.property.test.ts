@@ -245,7 +245,8 @@ let connectionId: string;
 const tokens: string[] = [];
 
 beforeAll(async () => {
-  fx = await startProviderGateway(provider, { VLT_UPSTREAM_DEADLINE_MS: '5000' }, creds);
+  // The embedded default (PGlite, in-process bus); response-hardening.test.ts runs on PostgreSQL and NATS.
+  fx = await startProviderGateway(provider, { VLT_UPSTREAM_DEADLINE_MS: '5000' }, creds, 'embedded');
   ({ gw, site, connectionId } = fx);
   for (const rules of [
     { request: [], response: [] },

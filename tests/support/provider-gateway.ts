@@ -23,6 +23,7 @@ import {
 } from './api-client.js';
 import { startInProcessGateway, type InProcessGateway } from './in-process-gateway.js';
 import { createTestPki, type TestPki } from './test-pki.js';
+import { realServices } from './services.js';
 
 export interface Binding {
   agentId: string;
@@ -53,6 +54,11 @@ export async function startProviderGateway(
   handler: (req: IncomingMessage, res: ServerResponse) => void,
   env: Record<string, string> = {},
   creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toString('hex')}` },
+  /**
+   * `embedded`: PGlite and the in-process bus, as `make start` runs. `services`: the run's
+   * PostgreSQL and NATS JetStream (each when present), as the split shape uses them.
+   */
+  shape: 'embedded' | 'services' = 'services',
 ): Promise<ProviderGateway> {
   const pki: TestPki = await createTestPki();
   const upstream = https.createServer({ key: pki.key, cert: pki.cert }, (req, res) => {
@@ -65,9 +71,12 @@ export async function startProviderGateway(
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   const site = `https://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+  const bus: Record<string, string> =
+    shape === 'services' && realServices.hasNats() ? { NATS_URL: realServices.natsUrl() } : {};
   const gw = await startInProcessGateway(
-    { VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32', ...env },
+    { VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32', ...bus, ...env },
     { upstreamCa: [pki.caPem] },
+    { embeddedDatabase: shape === 'embedded' },
   );
   const email = `gw-${randomBytes(4).toString('hex')}@gw.test`;
   const { user } = await signUp(gw.baseUrl, email, 'correct horse battery');
