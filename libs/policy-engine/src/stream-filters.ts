@@ -498,7 +498,7 @@ class NdjsonFilter implements ResponseFilterCore {
     const cr = text.endsWith('\r');
     const content = cr ? text.slice(0, -1) : text;
     if (content.trim() === '') return bytes;
-    const filtered = filterPayload(content, this.plan);
+    const filtered = filterPayload(content, this.plan, true);
     if (filtered === null) return bytes;
     return this.codec.encode(`${bom}${filtered}${cr ? '\r' : ''}${terminated ? '\n' : ''}`);
   }
