@@ -89,7 +89,10 @@ export function prepareRequestBody(
     if (payload === undefined) return { ok: false, reason: 'body is not a JSON value' };
     return {
       ok: true,
-      inspected: { kind: 'json', value: JSON.parse(payload) as unknown },
+      // The envelope's body came out of a JSON parser, so it is already exactly what `payload`
+      // says (up to -0, which no rule can tell from 0): judging it spares a second parse, which
+      // for a 100,000-member body cost more than everything else the pipeline does.
+      inspected: { kind: 'json', value: body },
       payload,
       size: Buffer.byteLength(payload, 'utf8'),
     };

@@ -1,3 +1,4 @@
+import { setImmediate as setImmediatePromise } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from '@vlt/service-kit';
 import { ApprovalRequiredResponse, ErrorResponse, ExecuteBody, ExecuteModelBResponse } from '@vlt/contracts';
@@ -5,6 +6,9 @@ import { Errors } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import { requireAgent } from '../../plugins/agent-auth.js';
 import { executeModelB } from './service.js';
+
+/** Envelopes from this size on are decided in a later turn of the event loop than they were parsed in. */
+const LARGE_BODY_BYTES = 256 * 1024;
 
 export function executeRoutes(deps: DataPlaneDeps) {
   return async function (app: FastifyInstance) {
@@ -35,6 +39,9 @@ export function executeRoutes(deps: DataPlaneDeps) {
           // Model A (token vending) needs OAuth connections; the issue tracker is Model B only (spec).
           throw Errors.badRequest('model A is not available for this connection; use model B');
         }
+        // Parsing a large envelope was one long step; deciding on it is the next. Let other
+        // requests (and health checks) run in between instead of stalling for both at once.
+        if (Number(req.headers['content-length'] ?? 0) >= LARGE_BODY_BYTES) await setImmediatePromise();
         const out = await executeModelB(deps, agent, req.body);
         if ('approvalRequired' in out) return reply.status(202).send(out);
         // Streams bypass the response schema: Fastify sends them as they are.
