@@ -188,7 +188,7 @@ const ID_ROUTES: RouteCase[] = [
 type Sweep = 'AGENT_FORBIDDEN' | 'VIEWER_FORBIDDEN' | 'ID_ROUTES';
 
 /**
- * Spec routes (interface-spec.md) that later issues implement: not registered yet, so the sweeps
+ * Routes of the interface that later issues implement: not registered yet, so the sweeps
  * would only see the router's 404. Each names the sweeps it joins, with the body to send there.
  * When one is registered, the "not registered yet" test below fails: move it into those lists,
  * where it must pass like every other route.
