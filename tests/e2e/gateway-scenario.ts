@@ -1,8 +1,8 @@
 /**
  * The end-to-end slice, written once and run against both shapes (split processes over NATS and
  * PostgreSQL, and the all-in-one process). Each scenario under `scenarios/` builds the state it
- * needs, so every test runs alone and in any order; the log check comes last so that it searches
- * for the secrets of all of them.
+ * needs, so every test runs alone and in any order; the log check runs after all of them (an
+ * `afterAll`) and searches for the secrets of every test that ran.
  */
 import { startMockIssueTracker } from '../support/mock-issue-tracker.js';
 import type { E2eFixtures } from '../support/e2e-fixtures.js';

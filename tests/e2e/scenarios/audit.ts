@@ -3,7 +3,7 @@
  * each response naming its terminal row, pagination, workspace isolation, and the CSV and JSON
  * exports.
  */
-import { expect, it } from 'vitest';
+import { expect, it, onTestFinished } from 'vitest';
 import {
   auditAll,
   auditPage,
@@ -13,6 +13,7 @@ import {
   expectStatus,
   http,
   pollAudit,
+  putAllowlists,
   type AuditEvent,
 } from '../../support/api-client.js';
 import { parseCsv } from '../../support/csv.js';
@@ -47,28 +48,74 @@ function terminalAction(status: number): string | undefined {
 }
 
 /**
- * A mix of outcomes through every replica: completed calls, allowlist denials, and provider
- * errors on a second connection whose site is then taken down.
+ * A mix of outcomes through every replica, of the kinds the other scenarios produce: completed
+ * reads and writes (an upstream 404 relayed is still a completed call), allowlist denials, SSRF
+ * refusals after the allowlist admits loopback aliases, a redirect towards a blocked address, and
+ * provider errors on a second connection whose site is then taken down.
  */
 async function makeCalls(sc: Scenario, b: Broker): Promise<LedgerEntry[]> {
-  const { mock } = sc.env();
+  const { mock, tripwires } = sc.env();
+  const api = `${mock.baseUrl}/rest/api/3`;
   for (let i = 0; i < 12; i++) {
     const r = await b.call(`myself ${i}`, replica(sc, i), {
       connectionId: b.connId,
       method: 'GET',
-      url: `${mock.baseUrl}/rest/api/3/myself`,
+      url: `${api}/myself`,
     });
     expect(r.status, describeResult(r)).toBe(200);
   }
-  for (const [i, path] of ['/rest/api/3/project', '/rest/api/2/myself', '/rest/api/3/serverInfo'].entries()) {
-    const r = await b.call(`denied ${path}`, replica(sc, i), {
+  // Writes to an issue that does not exist: allowed, relayed, and nothing changes on the site.
+  for (const [i, method] of ['PUT', 'DELETE'].entries()) {
+    const r = await b.call(`${method} missing issue`, replica(sc, i), {
+      connectionId: b.connId,
+      method,
+      url: `${api}/issue/VLT-0`,
+      ...(method === 'PUT' ? { body: { fields: { summary: 'never stored' } } } : {}),
+    });
+    expect(r.status, describeResult(r)).toBe(200);
+    expect(r.body.status).toBe(404);
+  }
+  const outside = [
+    `${api}/project`,
+    `${mock.baseUrl}/rest/api/2/myself`,
+    `${api}/serverInfo`,
+    `${api}/issue/../../2/serverInfo`,
+  ];
+  for (const [i, url] of outside.entries()) {
+    const r = await b.call(`denied ${url}`, replica(sc, i), { connectionId: b.connId, method: 'GET', url });
+    expect(r.status, describeResult(r)).toBe(403);
+  }
+  // Refused at execution (SSRF), not by the allowlist: a different place that writes the row.
+  const aliases = [tripwires.v4.origin, tripwires.v6.origin];
+  expectStatus(
+    await putAllowlists(b.ws.admin, b.policyId, [
+      ...trackerAllowlist(mock),
+      ...aliases.map((origin) => ({ baseUrl: origin, methods: ['GET'], pathPatterns: ['/*'] })),
+    ]),
+    200,
+  );
+  for (const [i, origin] of aliases.entries()) {
+    const r = await b.call(`ssrf ${origin}`, replica(sc, i), {
       connectionId: b.connId,
       method: 'GET',
-      url: `${mock.baseUrl}${path}`,
+      url: `${origin}/rest/api/3/myself`,
     });
     expect(r.status, describeResult(r)).toBe(403);
   }
+  const before = mock.requests.length;
+  mock.respondOnce({ status: 302, headers: { location: `${tripwires.v4.origin}/rest/api/3/myself` } });
+  const redirected = await b.call('redirect to a blocked address', replica(sc, 0), {
+    connectionId: b.connId,
+    method: 'GET',
+    url: `${api}/myself`,
+  });
+  expect([200, 403, 502], describeResult(redirected)).toContain(redirected.status);
+  expect(mock.requests.length).toBe(before + 1);
+  expect(tripwires.hits(), 'a blocked address was contacted').toEqual([]);
+
   const { site, account } = await sc.env().startSite();
+  // Closed below on purpose; this covers a failure before that point.
+  onTestFinished(() => site.close());
   const downId = await connect(sc, b.ws.admin, { site, account });
   await bind(b.ws.admin, b.main.id, downId, [
     { baseUrl: site.baseUrl, methods: ['GET'], pathPatterns: ['/rest/api/3/*'] },
@@ -252,5 +299,5 @@ export function auditScenario(sc: Scenario): void {
     }
     expect(sc.secrets.scanText('CSV export', csv.text)).toEqual([]);
     expect(sc.secrets.scanText('JSON export', jsonText)).toEqual([]);
-  });
+  }, 90_000);
 }

@@ -4,7 +4,7 @@
  * agents — and what it answers when the site is down.
  */
 import { randomUUID } from 'node:crypto';
-import { expect, it } from 'vitest';
+import { expect, it, onTestFinished } from 'vitest';
 import {
   createPat,
   describeResult,
@@ -173,6 +173,8 @@ export function denialsScenario(sc: Scenario): void {
     const b = await newBroker(sc, 'faults');
     // A site of its own: this scenario takes it down.
     const { site: mockDown, account: downAccount } = await env.startSite();
+    // Closed below on purpose; this covers a failure before that point.
+    onTestFinished(() => mockDown.close());
     const connDownId = await connect(sc, b.ws.admin, { site: mockDown, account: downAccount });
     await bind(b.ws.admin, b.main.id, connDownId, [
       { baseUrl: mockDown.baseUrl, methods: ['GET'], pathPatterns: ['/rest/api/3/*'] },

@@ -15,12 +15,15 @@ import {
   apiJwt,
   bearerAdmin,
   createIssueTrackerConnection,
+  createAgent,
   createPolicy,
-  enrolAgent,
+  bootstrapAgent,
   execute,
   expectStatus,
+  http,
   putAllowlists,
   READ_WRITE_UNATTENDED,
+  signAssertion,
   signUp,
 } from '../../support/api-client.js';
 import type { LogLine } from '../../support/processes.js';
@@ -52,7 +55,10 @@ export interface Scenario {
   env(): ScenarioEnv;
   /** Every secret any scenario of this shape handled. */
   secrets: SecretBag;
-  /** A fresh client address: bootstrap and sign-up are limited per address. */
+  /**
+   * A fresh client address behind the trusted proxy: bootstrap (5/min), the agent token exchange
+   * (30/min) and sign-up (30/10 min) are limited per address, and a shape makes more of them.
+   */
   nextClientIp(): string;
 }
 
@@ -91,18 +97,30 @@ export async function newWorkspace(sc: Scenario, label = 'admin'): Promise<Works
   return { admin: bearerAdmin(cp, jwt), user, jwt };
 }
 
-/** An agent created, bootstrapped and logged in, its secrets in the bag. */
+/** An agent created, bootstrapped and logged in as a client of its own, its secrets in the bag. */
 export async function enrol(
   sc: Scenario,
   admin: Admin,
   name: string,
 ): Promise<{ agent: EnrolledAgent; token: string }> {
-  const enrolled = await enrolAgent(admin, sc.env().publicBaseUrl, name, {
-    'x-forwarded-for': sc.nextClientIp(),
-  });
-  sc.secrets.add(`bootstrap secret (${name})`, enrolled.bootstrapSecret, 'vltb_');
-  sc.secrets.add(`access token (${name})`, enrolled.token, 'vltt_');
-  return { agent: enrolled.agent, token: enrolled.token };
+  const created = await createAgent(admin, name);
+  sc.secrets.add(`bootstrap secret (${name})`, created.bootstrapSecret, 'vltb_');
+  // One address for both steps, so the tests' own token requests keep 127.0.0.1's quota.
+  const client = { 'x-forwarded-for': sc.nextClientIp() };
+  const agent = await bootstrapAgent(admin.base, created.bootstrapSecret, client);
+  const r = expectStatus(
+    await http<{ access_token: string }>('POST', `${admin.base}/v1/agents/token`, {
+      headers: client,
+      json: {
+        grant_type: 'client_assertion',
+        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+        client_assertion: await signAssertion(agent, { audience: sc.env().publicBaseUrl }),
+      },
+    }),
+    200,
+  );
+  sc.secrets.add(`access token (${name})`, r.body.access_token, 'vltt_');
+  return { agent, token: r.body.access_token };
 }
 
 /** A connection to the mock tracker (or `site`), its credentials in the bag. */
