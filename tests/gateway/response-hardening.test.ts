@@ -210,6 +210,16 @@ function call(b: Binding, path: string, extra: Record<string, unknown> = {}) {
   });
 }
 
+/** The workspace's approvals still waiting for a reviewer. */
+async function pendingApprovals() {
+  const listed = await http<{ approvals: { agentId: string; connectionId: string; status: string }[] }>(
+    'GET',
+    `${gw.baseUrl}/v1/approvals`,
+    { headers: admin.headers },
+  );
+  return listed.body.approvals.filter((a) => a.status === 'pending');
+}
+
 /** The audit row a call's answer names, once the audit writer has stored it. */
 async function auditRow(b: Binding, action: string, auditId: string) {
   const rows = await pollAudit(
@@ -472,14 +482,7 @@ describe('regression: approvals count against the rate limit (class 10)', () => 
       statuses.push(r.statusCode);
     }
     expect(statuses).toEqual([202, 202, 202, 429, 429, 429]);
-    const listed = await http<{ approvals: { connectionId: string; status: string }[] }>(
-      'GET',
-      `${gw.baseUrl}/v1/approvals`,
-      { headers: admin.headers },
-    );
-    expect(
-      listed.body.approvals.filter((a) => a.connectionId === conn.id && a.status === 'pending'),
-    ).toHaveLength(3);
+    expect((await pendingApprovals()).filter((a) => a.connectionId === conn.id)).toHaveLength(3);
   });
 
   it('an agent has at most 20 pending approvals, even when it files them all at once', async () => {
@@ -499,14 +502,7 @@ describe('regression: approvals count against the rate limit (class 10)', () => 
     expect(refused).toHaveLength(10);
     for (const r of refused)
       expect(r).toMatchObject({ status: 429, body: { code: 'TOO_MANY_PENDING_APPROVALS' } });
-    const listed = await http<{ approvals: { agentId: string; status: string }[] }>(
-      'GET',
-      `${gw.baseUrl}/v1/approvals`,
-      { headers: admin.headers },
-    );
-    expect(
-      listed.body.approvals.filter((a) => a.agentId === redactOnly.agentId && a.status === 'pending'),
-    ).toHaveLength(20);
+    expect((await pendingApprovals()).filter((a) => a.agentId === redactOnly.agentId)).toHaveLength(20);
   });
 });
 
