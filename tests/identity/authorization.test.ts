@@ -68,6 +68,17 @@ const AGENT_FORBIDDEN: RouteCase[] = [
     body: { siteUrl: 'https://tracker.invalid', email: 'a@b.c', apiToken: 'x' },
   },
   { method: 'PUT', path: '/v1/connections/:connectionId/label', body: { label: 'pwned' } },
+  { method: 'POST', path: '/v1/connections/start', body: { service: 'suite_a-mail', scopes: ['mail.read'] } },
+  { method: 'POST', path: '/v1/connections/bot-token', body: { service: 'chatbot_a', botToken: '123:abc' } },
+  { method: 'POST', path: '/v1/connections/api-key', body: { service: 'llm_a-messages', apiKey: 'sk-test' } },
+  { method: 'POST', path: '/v1/connections/:connectionId/reauth' },
+  {
+    method: 'POST',
+    path: '/v1/workspace-oauth-apps',
+    body: { provider: 'suite_a', clientId: 'by-intruder', clientSecret: 'x' },
+  },
+  { method: 'DELETE', path: '/v1/workspace-oauth-apps/:policyId' },
+  { method: 'GET', path: '/v1/workspace-oauth-apps' },
   { method: 'GET', path: '/v1/agents' },
   { method: 'POST', path: '/v1/agents', body: { name: 'spawned-by-agent' } },
   { method: 'GET', path: '/v1/agents/:agentId' },
@@ -120,6 +131,16 @@ const VIEWER_FORBIDDEN: RouteCase[] = [
     body: { siteUrl: 'https://tracker.invalid', email: 'a@b.c', apiToken: 'x' },
   },
   { method: 'PUT', path: '/v1/connections/:connectionId/label', body: { label: 'renamed-by-viewer' } },
+  { method: 'POST', path: '/v1/connections/start', body: { service: 'suite_a-mail', scopes: ['mail.read'] } },
+  { method: 'POST', path: '/v1/connections/bot-token', body: { service: 'chatbot_a', botToken: '123:abc' } },
+  { method: 'POST', path: '/v1/connections/api-key', body: { service: 'llm_a-messages', apiKey: 'sk-test' } },
+  { method: 'POST', path: '/v1/connections/:connectionId/reauth' },
+  {
+    method: 'POST',
+    path: '/v1/workspace-oauth-apps',
+    body: { provider: 'suite_a', clientId: 'by-intruder', clientSecret: 'x' },
+  },
+  { method: 'DELETE', path: '/v1/workspace-oauth-apps/:policyId' },
   { method: 'POST', path: '/v1/approvals/:approvalId/approve' },
   { method: 'POST', path: '/v1/approvals/:approvalId/deny' },
   { method: 'POST', path: '/v1/workspaces/:workspaceId/members', body: { email: ':email', role: 'admin' } },
@@ -171,6 +192,8 @@ const ID_ROUTES: RouteCase[] = [
     path: '/v1/connections/:connectionId/label',
     body: { label: 'renamed-across-workspaces' },
   },
+  { method: 'POST', path: '/v1/connections/:connectionId/reauth' },
+  { method: 'DELETE', path: '/v1/workspace-oauth-apps/:policyId' },
   { method: 'GET', path: '/v1/approvals/:approvalId' },
   { method: 'POST', path: '/v1/approvals/:approvalId/approve' },
   { method: 'POST', path: '/v1/approvals/:approvalId/deny' },
@@ -194,29 +217,6 @@ type Sweep = 'AGENT_FORBIDDEN' | 'VIEWER_FORBIDDEN' | 'ID_ROUTES';
  * where it must pass like every other route.
  */
 const PENDING_SPEC_ROUTES: (RouteCase & { sweeps: Sweep[] })[] = [
-  {
-    method: 'POST',
-    path: '/v1/connections/start',
-    body: { service: 'suite_a-mail', scopes: ['mail.read'] },
-    sweeps: ['AGENT_FORBIDDEN', 'VIEWER_FORBIDDEN'],
-  },
-  {
-    method: 'POST',
-    path: '/v1/connections/bot-token',
-    body: { service: 'chatbot_a', botToken: '123:abc' },
-    sweeps: ['AGENT_FORBIDDEN', 'VIEWER_FORBIDDEN'],
-  },
-  {
-    method: 'POST',
-    path: '/v1/connections/api-key',
-    body: { service: 'llm_a-messages', apiKey: 'sk-test' },
-    sweeps: ['AGENT_FORBIDDEN', 'VIEWER_FORBIDDEN'],
-  },
-  {
-    method: 'POST',
-    path: '/v1/connections/:connectionId/reauth',
-    sweeps: ['AGENT_FORBIDDEN', 'VIEWER_FORBIDDEN', 'ID_ROUTES'],
-  },
   {
     method: 'POST',
     path: '/v1/notification-channels',

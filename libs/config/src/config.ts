@@ -5,6 +5,7 @@
  * Dynamic configuration (policies) is data, compiled by the control plane; never env.
  */
 import { z } from 'zod';
+import { parseProviderSettings, type ProviderSettings } from './providers.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -92,6 +93,8 @@ export interface CommonConfig {
   natsPrefix: string;
   trustProxy: string[];
   ssrfAllowCidrs: string[];
+  /** Every provider's endpoints and the deployment's OAuth apps (`VLT_<PROVIDER>_*`). */
+  providers: ProviderSettings;
 }
 
 /** What the control-plane runtime reads, whichever process hosts it. */
@@ -182,6 +185,9 @@ export function loadConfig<S extends ServiceName>(
     throw new ConfigError('VLT_MASTER_KEY is required when NODE_ENV=production');
   }
 
+  const { providers, problems } = parseProviderSettings(env);
+  if (problems.length) throw new ConfigError(`invalid configuration for ${service}: ${problems.join('; ')}`);
+
   const publicBaseUrl = (raw.PUBLIC_BASE_URL ?? `http://localhost:${raw.PORT}`).replace(/\/+$/, '');
   try {
     new URL(publicBaseUrl);
@@ -203,6 +209,7 @@ export function loadConfig<S extends ServiceName>(
     natsPrefix: raw.VLT_NATS_PREFIX,
     trustProxy: raw.VLT_TRUST_PROXY,
     ssrfAllowCidrs: raw.VLT_SSRF_ALLOW_CIDRS,
+    providers,
   };
   const all: AllInOneConfig = {
     ...common,

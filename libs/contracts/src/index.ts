@@ -12,3 +12,4 @@ export * from './http/execute.js';
 export * from './http/audit.js';
 export * from './http/tokens.js';
 export * from './http/approvals.js';
+export * from './catalog.js';

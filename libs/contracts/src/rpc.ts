@@ -10,15 +10,28 @@ export const CredentialsRequest = z.object({
 });
 export type CredentialsRequest = z.infer<typeof CredentialsRequest>;
 
+/**
+ * What a data plane receives to inject: never a refresh token (it stays in the control plane).
+ * `bearer` carries an OAuth access token's expiry (epoch ms) when the provider gave one.
+ */
 export const ProviderCredentials = z.discriminatedUnion('type', [
   z.object({ type: z.literal('basic'), username: z.string(), password: z.string() }),
-  z.object({ type: z.literal('bearer'), token: z.string() }),
+  z.object({
+    type: z.literal('bearer'),
+    token: z.string(),
+    expiresAt: z.number().int().nullable().optional(),
+  }),
+  z.object({ type: z.literal('api_key'), key: z.string() }),
+  z.object({ type: z.literal('bot_token'), token: z.string() }),
 ]);
 export type ProviderCredentials = z.infer<typeof ProviderCredentials>;
 
 export const CredentialsResponse = z.discriminatedUnion('ok', [
   z.object({ ok: z.literal(true), credentials: ProviderCredentials, ttlMs: z.number().int() }),
-  z.object({ ok: z.literal(false), code: z.enum(['not_found', 'revoked', 'needs_reauth', 'forbidden']) }),
+  z.object({
+    ok: z.literal(false),
+    code: z.enum(['not_found', 'revoked', 'needs_reauth', 'forbidden', 'unavailable']),
+  }),
 ]);
 export type CredentialsResponse = z.infer<typeof CredentialsResponse>;
 

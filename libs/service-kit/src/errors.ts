@@ -44,6 +44,18 @@ export const Errors = {
   connectionRevoked: define('CONNECTION_REVOKED', 409, 'connection has been revoked'),
   connectionNeedsReauth: define('CONNECTION_NEEDS_REAUTH', 409, 'connection needs reauthentication'),
   policyExists: define('POLICY_EXISTS', 409, 'a policy already binds this agent to this connection'),
+  connectionExists: define(
+    'CONNECTION_EXISTS',
+    409,
+    'this workspace already has a connection to this service (one per workspace)',
+  ),
+  connectionNotReauthable: define(
+    'CONNECTION_NOT_REAUTHABLE',
+    409,
+    'only a connection that needs reauthentication can be reauthorised',
+  ),
+  oauthAppExists: define('OAUTH_APP_EXISTS', 409, 'this workspace already has an OAuth app for this provider'),
+  modelNotAvailable: define('MODEL_NOT_AVAILABLE', 400, 'this execution model is not available for this connection'),
   // Approvals.
   approvalResolved: define('APPROVAL_RESOLVED', 409, 'the approval request is no longer pending'),
   approvalNotFound: define('APPROVAL_NOT_FOUND', 403, 'approval not found for this agent'),

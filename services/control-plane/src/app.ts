@@ -8,6 +8,7 @@ import { approvalRoutes } from './modules/approvals/routes.js';
 import { auditRoutes } from './modules/audit/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { connectionRoutes } from './modules/connections/routes.js';
+import { oauthAppRoutes } from './modules/oauth-apps/routes.js';
 import { policyRoutes } from './modules/policies/routes.js';
 import { tokenRoutes } from './modules/tokens/routes.js';
 import { workspaceRoutes } from './modules/workspaces/routes.js';
@@ -28,6 +29,7 @@ export function controlPlaneRoutes(deps: ControlPlaneDeps) {
     await app.register(authRoutes(deps));
     await app.register(agentRoutes(deps));
     await app.register(connectionRoutes(deps));
+    await app.register(oauthAppRoutes(deps));
     await app.register(policyRoutes(deps));
     await app.register(tokenRoutes(deps));
     await app.register(auditRoutes(deps));

@@ -10,6 +10,7 @@ import { createOutboxRelay } from './infra/outbox.js';
 import { createRateLimiter } from './infra/rate-limiter.js';
 import { createSigningKeys } from './infra/signing-keys.js';
 import { expireStaleApprovals } from './modules/approvals/service.js';
+import { purgeSpentOAuthFlows } from './modules/connections/oauth-flow.js';
 import { resyncCaches, serveDataPlaneRequests } from './modules/data-plane-feed/service.js';
 
 export interface ControlPlaneRuntime {
@@ -87,6 +88,9 @@ export async function createControlPlaneRuntime(opts: {
         signingKeys
           .reload()
           .catch((err: Error) => logger.warn({ err: err.message }, 'signing key reload failed'));
+        purgeSpentOAuthFlows(deps).catch((err: Error) =>
+          logger.warn({ err: err.message }, 'purging spent OAuth flows failed'),
+        );
       }, 60_000);
       keyTimer.unref();
     },

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { createServiceApp, type App } from '@vlt/service-kit';
 import type { DataPlaneDeps } from './deps.js';
+import { credentialRoutes } from './modules/credentials/routes.js';
 import { executeRoutes } from './modules/execute/routes.js';
 import { installAgentAuth } from './plugins/agent-auth.js';
 
@@ -9,6 +10,7 @@ export function dataPlaneRoutes(deps: DataPlaneDeps) {
   return async function dataPlane(app: FastifyInstance): Promise<void> {
     installAgentAuth(app, deps);
     await app.register(executeRoutes(deps));
+    await app.register(credentialRoutes(deps));
   };
 }
 

@@ -49,3 +49,68 @@ export const IssueTrackerConnectionBody = z.object({
   label: z.string().trim().min(1).max(200).optional(),
 });
 export const CreateConnectionResponse = z.object({ connection: ConnectionSummary, auditId: z.string() });
+
+const Label = z.string().trim().min(1).max(200);
+const ServiceId = z.string().min(1).max(100);
+
+export const StartConnectionBody = z.object({
+  service: ServiceId,
+  scopes: z
+    .array(
+      z
+        .string()
+        .min(1)
+        .max(500)
+        .regex(/^[\x21-\x7e]+$/, 'a scope is printable ASCII without spaces'),
+    )
+    .max(50),
+  label: Label.optional(),
+  agentId: z.uuid().optional(),
+  allowedModels: z.array(AllowedModel).min(1).max(2).optional(),
+});
+export const StartConnectionResponse = z.object({
+  pendingConnectionId: z.uuid(),
+  authorizationUrl: z.string(),
+});
+
+export const OAuthCallbackQuery = z.object({
+  state: z.string().max(512).optional(),
+  code: z.string().max(4096).optional(),
+  error: z.string().max(200).optional(),
+  error_description: z.string().max(1000).optional(),
+});
+
+export const BotTokenConnectionBody = z.object({
+  service: ServiceId,
+  botToken: z.string().min(1).max(300),
+  label: Label.optional(),
+});
+export const BotTokenConnectionResponse = z.object({
+  connection: z.object({
+    id: z.uuid(),
+    provider: z.string(),
+    label: z.string(),
+    status: z.literal('healthy'),
+  }),
+  botInfo: z.object({ id: z.number(), username: z.string(), firstName: z.string() }),
+  message: z.string(),
+  auditId: z.string(),
+});
+
+export const ApiKeyConnectionBody = z.object({
+  service: ServiceId,
+  apiKey: z.string().min(1).max(4096),
+  label: Label.optional(),
+});
+
+export const WorkspaceOAuthAppBody = z.object({
+  provider: z.string().min(1).max(100),
+  clientId: z.string().trim().min(1).max(500),
+  clientSecret: z.string().min(1).max(4096),
+});
+export const WorkspaceOAuthApp = z.object({
+  id: z.uuid(),
+  provider: z.string(),
+  clientId: z.string(),
+  createdAt: z.string(),
+});

@@ -40,3 +40,27 @@ export const ApprovalRequiredResponse = z.object({
   expiresAt: z.string(),
   auditId: z.string(),
 });
+
+export const ExecuteModelAResponse = z.object({
+  model: z.literal('A'),
+  accessToken: z.string(),
+  tokenType: z.literal('Bearer'),
+  expiresIn: z.number().int().positive().max(3600),
+  auditId: z.string(),
+});
+
+export const ResolveCredentialBody = z.object({
+  kind: z.enum(['model_provider', 'channel', 'plugin_config']),
+  provider: z.string().min(1).max(100),
+  profileId: z.string().min(1).max(200).optional(),
+  fields: z.array(z.string().max(100)).max(50).optional(),
+});
+export const ResolveCredentialResponse = z.object({
+  apiKey: z.string(),
+  extra: z.record(z.string(), z.unknown()),
+  source: z.string(),
+  mode: z.enum(['api-key', 'oauth', 'token', 'aws-sdk']),
+  cacheTtlMs: z.number().int().nonnegative(),
+});
+
+export const ExecuteResponse = z.union([ExecuteModelBResponse, ExecuteModelAResponse]);

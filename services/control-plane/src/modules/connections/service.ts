@@ -1,14 +1,30 @@
+/**
+ * Connections: creating them (issue tracker here; OAuth in oauth-flow.ts; bot tokens and API
+ * keys in secret-connections.ts, all through `insertConnection`), listing, relabelling,
+ * revoking, and serving their credentials to data planes.
+ */
 import { randomUUID } from 'node:crypto';
-import { openJson, sealJson } from '@vlt/crypto';
 import { Errors } from '@vlt/service-kit';
 import { UpstreamError } from '@vlt/upstream';
-import type { ConnectionDescriptor, CredentialsResponse, ProviderCredentials } from '@vlt/contracts';
+import { serviceSpec, type CredentialsResponse, type ProviderId } from '@vlt/contracts';
 import { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { commitChange, auditEvent, audited } from '../../infra/change.js';
+import { commitChange, auditEvent, audited, type Emit } from '../../infra/change.js';
 import { kvPut } from '../../infra/outbox.js';
+import { insertPolicy } from '../policies/service.js';
+import { connectionDescriptor } from './descriptor.js';
+import { oauthAppFor, oauthEndpoints, revokeAtProvider } from './oauth-client.js';
+import {
+  openCredentials,
+  sealCredentials,
+  toDataPlane,
+  type StoredCredentials,
+} from './stored-credentials.js';
+import { REFRESH_SKEW_MS, usableCredentials } from './token-refresh.js';
 
-const credentialAad = (connectionId: string) => `connection:${connectionId}`;
+export { connectionDescriptor } from './descriptor.js';
+
+type Actor = { userId: string; workspaceId: string };
 
 /** The site URL is reduced to its origin; anything else in it is refused, not ignored. */
 export function normaliseSiteUrl(raw: string): URL {
@@ -26,33 +42,84 @@ export function normaliseSiteUrl(raw: string): URL {
   return new URL(url.origin);
 }
 
-export function connectionDescriptor(c: {
-  id: string;
-  workspaceId: string;
-  provider: string;
+export interface NewConnection {
+  id?: string;
   service: string;
   label: string;
-  status: string;
-  singleton: boolean;
-  metadata: unknown;
-}): ConnectionDescriptor {
-  const meta = (c.metadata ?? {}) as { siteUrl?: string };
-  return {
-    v: 1,
-    id: c.id,
-    workspaceId: c.workspaceId,
-    provider: c.provider,
-    service: c.service,
-    label: c.label,
-    status: c.status as ConnectionDescriptor['status'],
-    singleton: c.singleton,
-    baseUrl: meta.siteUrl ?? null,
-  };
+  grantedScopes: string[];
+  metadata: Record<string, unknown>;
+  credentials: StoredCredentials;
+  /** Bind this agent with a new policy in the same transaction (OAuth `agentId`). */
+  bind?: { agentId: string; allowedModels: string[] } | undefined;
+}
+
+/**
+ * Writes a new connection (and its agent's policy when asked) inside the caller's change, with
+ * `connection_created` and the data-plane descriptor. A second live connection of a singleton
+ * service is 409, also when two requests race (the partial unique index decides).
+ */
+export async function insertConnection(
+  deps: ControlPlaneDeps,
+  tx: Prisma.TransactionClient,
+  emit: Emit,
+  actor: Actor,
+  input: NewConnection,
+) {
+  const service = serviceSpec(input.service);
+  if (!service) throw Errors.badRequest(`unknown service ${input.service}`);
+  if (service.singleton) {
+    const live = await tx.connection.findFirst({
+      where: { workspaceId: actor.workspaceId, service: service.id, status: { not: 'revoked' } },
+      select: { id: true },
+    });
+    if (live) throw Errors.connectionExists();
+  }
+  const id = input.id ?? randomUUID();
+  let row;
+  try {
+    row = await tx.connection.create({
+      data: {
+        id,
+        workspaceId: actor.workspaceId,
+        provider: service.provider,
+        service: service.id,
+        label: input.label,
+        status: 'healthy',
+        singleton: service.singleton,
+        grantedScopes: input.grantedScopes,
+        metadata: input.metadata as Prisma.InputJsonValue,
+        credentials: sealCredentials(deps.keyring, id, input.credentials),
+        createdBy: actor.userId,
+      },
+    });
+  } catch (err) {
+    if (err instanceof Prisma.PrismaClientKnownRequestError && err.code === 'P2002')
+      throw Errors.connectionExists();
+    throw err;
+  }
+  const event = auditEvent(deps, {
+    action: 'connection_created',
+    actor: actor.userId,
+    workspaceId: actor.workspaceId,
+    agentId: input.bind?.agentId ?? null,
+    connectionId: id,
+    decision: 'info',
+    metadata: { provider: service.provider, service: service.id, scopes: input.grantedScopes },
+  });
+  emit(kvPut(deps.names.buckets.connections, id, connectionDescriptor(row)), audited(event));
+  if (input.bind) {
+    await insertPolicy(deps, tx, emit, actor, {
+      agentId: input.bind.agentId,
+      connection: row,
+      allowedModels: input.bind.allowedModels,
+    });
+  }
+  return { row, auditId: event.auditId };
 }
 
 export async function createIssueTrackerConnection(
   deps: ControlPlaneDeps,
-  actor: { userId: string; workspaceId: string },
+  actor: Actor,
   input: { siteUrl: string; email: string; apiToken: string; label?: string | undefined },
 ) {
   const site = normaliseSiteUrl(input.siteUrl);
@@ -85,55 +152,29 @@ export async function createIssueTrackerConnection(
     throw err;
   }
 
-  const id = randomUUID();
-  const credentials: ProviderCredentials = { type: 'basic', username: input.email, password: input.apiToken };
-  const label = input.label ?? site.hostname;
-  const metadata = {
-    siteUrl: site.origin,
-    accountId: typeof myself.accountId === 'string' ? myself.accountId : null,
-    displayName: typeof myself.displayName === 'string' ? myself.displayName : null,
-  };
-  const event = auditEvent(deps, {
-    action: 'connection_created',
-    actor: actor.userId,
-    workspaceId: actor.workspaceId,
-    agentId: null,
-    connectionId: id,
-    decision: 'info',
-    metadata: { provider: 'issues', service: 'issues', siteUrl: site.origin },
-  });
-  const created = await commitChange(deps, async (tx, emit) => {
-    const row = await tx.connection.create({
-      data: {
-        id,
-        workspaceId: actor.workspaceId,
-        provider: 'issues',
-        service: 'issues',
-        label,
-        status: 'healthy',
-        singleton: false,
-        grantedScopes: [],
-        metadata,
-        credentials: sealJson(
-          deps.keyring,
-          credentials,
-          credentialAad(id),
-        ) as unknown as Prisma.InputJsonValue,
-        createdBy: actor.userId,
+  const created = await commitChange(deps, (tx, emit) =>
+    insertConnection(deps, tx, emit, actor, {
+      service: 'issues',
+      label: input.label ?? site.hostname,
+      grantedScopes: [],
+      metadata: {
+        siteUrl: site.origin,
+        accountId: typeof myself.accountId === 'string' ? myself.accountId : null,
+        displayName: typeof myself.displayName === 'string' ? myself.displayName : null,
       },
-    });
-    emit(kvPut(deps.names.buckets.connections, id, connectionDescriptor(row)), audited(event));
-    return row;
-  });
+      credentials: { type: 'basic', username: input.email, password: input.apiToken },
+    }),
+  );
+  return { connection: summary(created.row), auditId: created.auditId };
+}
+
+export function summary(c: { id: string; provider: string; service: string; label: string; status: string }) {
   return {
-    connection: {
-      id: created.id,
-      provider: created.provider,
-      service: created.service,
-      label: created.label,
-      status: created.status as 'healthy',
-    },
-    auditId: event.auditId,
+    id: c.id,
+    provider: c.provider,
+    service: c.service,
+    label: c.label,
+    status: c.status as 'healthy' | 'needs_reauth' | 'revoked',
   };
 }
 
@@ -167,9 +208,13 @@ export async function listConnections(deps: ControlPlaneDeps, workspaceId: strin
   }));
 }
 
+/** How long a data plane may keep what it was given (never past an access token's refresh point). */
+const CREDENTIAL_TTL_MS = 30_000;
+
 /**
- * Served over request/reply to data planes only: decrypts a connection's credentials for
- * an agent that holds a policy on it. The refresh token (OAuth) never leaves this process.
+ * Served over request/reply to data planes only: a connection's credentials for an agent that
+ * holds a policy on it, an OAuth token refreshed first when it is about to expire. The refresh
+ * token never leaves this process (`toDataPlane`).
  */
 export async function resolveCredentialsForDataPlane(
   deps: ControlPlaneDeps,
@@ -177,18 +222,18 @@ export async function resolveCredentialsForDataPlane(
 ): Promise<CredentialsResponse> {
   const policy = await deps.prisma.policy.findFirst({
     where: { agentId: req.agentId, connectionId: req.connectionId, workspaceId: req.workspaceId },
-    include: { connection: true, agent: { select: { status: true } } },
+    select: { agent: { select: { status: true } } },
   });
   if (!policy || policy.agent.status !== 'active') return { ok: false, code: 'forbidden' };
-  const c = policy.connection;
-  if (c.status === 'revoked' || !c.credentials) return { ok: false, code: 'revoked' };
-  if (c.status === 'needs_reauth') return { ok: false, code: 'needs_reauth' };
-  const credentials = openJson<ProviderCredentials>(
-    deps.keyring,
-    c.credentials as never,
-    credentialAad(c.id),
-  );
-  return { ok: true, credentials, ttlMs: 30_000 };
+  const usable = await usableCredentials(deps, req.connectionId);
+  if (!usable.ok) return usable;
+  const credentials = toDataPlane(usable.credentials);
+  const expiresAt = usable.credentials.type === 'oauth' ? usable.credentials.expiresAt : null;
+  const ttlMs =
+    expiresAt === null
+      ? CREDENTIAL_TTL_MS
+      : Math.max(0, Math.min(CREDENTIAL_TTL_MS, expiresAt - REFRESH_SKEW_MS - deps.now().getTime()));
+  return { ok: true, credentials, ttlMs };
 }
 
 async function scopedConnection(deps: ControlPlaneDeps, workspaceId: string, id: string) {
@@ -198,16 +243,39 @@ async function scopedConnection(deps: ControlPlaneDeps, workspaceId: string, id:
 }
 
 /**
+ * Best effort, before the vault forgets the token: RFC 7009 where the provider offers it.
+ * The outcome goes into the audit event; a provider that is down never blocks a revoke.
+ */
+async function revokeUpstream(
+  deps: ControlPlaneDeps,
+  c: { id: string; workspaceId: string; provider: string; credentials: unknown },
+): Promise<'revoked' | 'failed' | 'not_offered'> {
+  const endpoints = deps.config.providers[c.provider as ProviderId];
+  if (!c.credentials || !endpoints?.revokeUrl) return 'not_offered';
+  let stored: StoredCredentials;
+  try {
+    stored = openCredentials(deps.keyring, c.id, c.credentials);
+  } catch {
+    return 'failed';
+  }
+  if (stored.type !== 'oauth') return 'not_offered';
+  const app = await oauthAppFor(deps, c.workspaceId, c.provider as ProviderId);
+  if (!app) return 'failed';
+  // Revoking the refresh token ends the whole grant at providers that tie them together.
+  const token = stored.refreshToken ?? stored.accessToken;
+  const hint = stored.refreshToken ? 'refresh_token' : 'access_token';
+  const ok = await revokeAtProvider(deps, oauthEndpoints(deps, c.provider as ProviderId), app, token, hint);
+  return ok ? 'revoked' : 'failed';
+}
+
+/**
  * Irreversible: the encrypted credentials are destroyed, the row is kept for audit, and
  * every data plane sees the `revoked` descriptor (Model A and B blocked) via the outbox.
  */
-export async function revokeConnection(
-  deps: ControlPlaneDeps,
-  actor: { userId: string; workspaceId: string },
-  id: string,
-) {
+export async function revokeConnection(deps: ControlPlaneDeps, actor: Actor, id: string) {
   const current = await scopedConnection(deps, actor.workspaceId, id);
   if (current.status === 'revoked') throw Errors.connectionRevoked('connection is already revoked');
+  const providerRevocation = await revokeUpstream(deps, current);
   const event = auditEvent(deps, {
     action: 'connection_revoked',
     actor: actor.userId,
@@ -215,12 +283,18 @@ export async function revokeConnection(
     agentId: null,
     connectionId: id,
     decision: 'info',
-    metadata: { provider: current.provider, service: current.service },
+    metadata: { provider: current.provider, service: current.service, providerRevocation },
   });
   const row = await commitChange(deps, async (tx, emit) => {
     const updated = await tx.connection.update({
       where: { id },
-      data: { status: 'revoked', credentials: Prisma.DbNull, revokedAt: deps.now() },
+      data: {
+        status: 'revoked',
+        credentials: Prisma.DbNull,
+        credentialsVersion: { increment: 1 },
+        refreshLeaseUntil: null,
+        revokedAt: deps.now(),
+      },
     });
     emit(kvPut(deps.names.buckets.connections, id, connectionDescriptor(updated)), audited(event));
     return updated;
@@ -231,12 +305,7 @@ export async function revokeConnection(
   };
 }
 
-export async function relabelConnection(
-  deps: ControlPlaneDeps,
-  actor: { userId: string; workspaceId: string },
-  id: string,
-  label: string,
-) {
+export async function relabelConnection(deps: ControlPlaneDeps, actor: Actor, id: string, label: string) {
   const current = await scopedConnection(deps, actor.workspaceId, id);
   if (current.status === 'revoked') throw Errors.connectionRevoked();
   const row = await commitChange(deps, async (tx, emit) => {
@@ -244,13 +313,5 @@ export async function relabelConnection(
     emit(kvPut(deps.names.buckets.connections, id, connectionDescriptor(updated)));
     return updated;
   });
-  return {
-    connection: {
-      id: row.id,
-      provider: row.provider,
-      service: row.service,
-      label: row.label,
-      status: row.status as 'healthy' | 'needs_reauth',
-    },
-  };
+  return { connection: summary(row) as ReturnType<typeof summary> & { status: 'healthy' | 'needs_reauth' } };
 }

@@ -1,9 +1,10 @@
 import { compilePolicy } from '@vlt/policy-engine';
 import { Errors } from '@vlt/service-kit';
+import { defaultAllowlistFor, serviceSpec } from '@vlt/contracts';
 import type { AllowlistEntry, AuditAction, PolicyDocument, PolicySnapshot, PolicyView } from '@vlt/contracts';
 import { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { commitChange, auditEvent, audited } from '../../infra/change.js';
+import { commitChange, auditEvent, audited, type Emit } from '../../infra/change.js';
 import { kvDelete, kvPut } from '../../infra/outbox.js';
 
 type PolicyRow = Prisma.PolicyGetPayload<object>;
@@ -63,31 +64,16 @@ export function policySnapshot(
 }
 
 /**
- * Service-specific allowlist defaults so Model B works as soon as a policy exists
- * (docs/decisions: default allowlists). Writes still pass the step-up and mode checks.
+ * Service-specific allowlist defaults so Model B works as soon as a policy exists (ADR 0007,
+ * 0042): the catalog's entries on the origin the connection was made against. Writes still
+ * pass the step-up and mode checks.
  */
 export function defaultAllowlists(connection: { service: string; metadata: unknown }): AllowlistEntry[] {
-  const siteUrl = (connection.metadata as { siteUrl?: string } | null)?.siteUrl;
-  if (connection.service === 'issues' && siteUrl) {
-    return [
-      {
-        baseUrl: siteUrl,
-        methods: ['GET'],
-        pathPatterns: [
-          '/rest/api/3/myself',
-          '/rest/api/3/search',
-          '/rest/api/3/issue/*',
-          '/rest/api/3/project',
-        ],
-      },
-      {
-        baseUrl: siteUrl,
-        methods: ['POST', 'PUT', 'DELETE'],
-        pathPatterns: ['/rest/api/3/issue', '/rest/api/3/issue/*'],
-      },
-    ];
-  }
-  return [];
+  const meta = (connection.metadata ?? {}) as { siteUrl?: unknown; apiUrl?: unknown };
+  const base =
+    typeof meta.siteUrl === 'string' ? meta.siteUrl : typeof meta.apiUrl === 'string' ? meta.apiUrl : null;
+  const service = serviceSpec(connection.service);
+  return service && base ? defaultAllowlistFor(service, base) : [];
 }
 
 async function loadScoped(deps: ControlPlaneDeps, workspaceId: string, id: string) {
@@ -118,42 +104,69 @@ export async function createPolicy(
   if (!connection || connection.status === 'revoked') throw Errors.notFound('connection not found');
   const allowedModels = input.allowedModels ? [...new Set(input.allowedModels)] : ['A', 'B'];
 
-  const result = await commitChange(deps, async (tx, emit) => {
-    const existing = await tx.policy.findUnique({
-      where: { agentId_connectionId: { agentId: agent.id, connectionId: connection.id } },
-    });
-    if (existing) throw Errors.policyExists();
-    const row = await tx.policy.create({
-      data: {
-        workspaceId: actor.workspaceId,
-        agentId: agent.id,
-        connectionId: connection.id,
-        allowedModels,
-        defaultMode: input.defaultMode ?? 'read_only',
-        stepUpApproval: input.stepUpApproval ?? 'risk_based',
-        allowlists: defaultAllowlists(connection) as unknown as Prisma.InputJsonValue,
-        timeWindows: [],
-        rules: { request: [], response: [] },
-      },
-    });
-    const event = auditEvent(deps, {
-      action: 'policy_created',
-      actor: actor.userId,
-      workspaceId: actor.workspaceId,
+  const result = await commitChange(deps, (tx, emit) =>
+    insertPolicy(deps, tx, emit, actor, {
       agentId: agent.id,
-      connectionId: connection.id,
-      decision: 'info',
-      metadata: {
-        policyId: row.id,
-        allowedModels,
-        defaultMode: row.defaultMode,
-        stepUpApproval: row.stepUpApproval,
-      },
-    });
-    emit(kvPut(deps.names.buckets.policies, row.id, policySnapshot(row, connection)), audited(event));
-    return { row, auditId: event.auditId };
-  });
+      connection,
+      allowedModels,
+      defaultMode: input.defaultMode,
+      stepUpApproval: input.stepUpApproval,
+    }),
+  );
   return { policy: policyView(result.row), auditId: result.auditId };
+}
+
+/**
+ * Creates the binding inside the caller's change (a new connection creates its agent's policy
+ * in the same transaction): the default allowlist, the compiled snapshot and `policy_created`.
+ */
+export async function insertPolicy(
+  deps: ControlPlaneDeps,
+  tx: Prisma.TransactionClient,
+  emit: Emit,
+  actor: { userId: string; workspaceId: string },
+  input: {
+    agentId: string;
+    connection: { id: string; provider: string; service: string; metadata: unknown };
+    allowedModels: string[];
+    defaultMode?: PolicyDocument['defaultMode'] | undefined;
+    stepUpApproval?: PolicyDocument['stepUpApproval'] | undefined;
+  },
+) {
+  const { connection, allowedModels } = input;
+  const existing = await tx.policy.findUnique({
+    where: { agentId_connectionId: { agentId: input.agentId, connectionId: connection.id } },
+  });
+  if (existing) throw Errors.policyExists();
+  const row = await tx.policy.create({
+    data: {
+      workspaceId: actor.workspaceId,
+      agentId: input.agentId,
+      connectionId: connection.id,
+      allowedModels,
+      defaultMode: input.defaultMode ?? 'read_only',
+      stepUpApproval: input.stepUpApproval ?? 'risk_based',
+      allowlists: defaultAllowlists(connection) as unknown as Prisma.InputJsonValue,
+      timeWindows: [],
+      rules: { request: [], response: [] },
+    },
+  });
+  const event = auditEvent(deps, {
+    action: 'policy_created',
+    actor: actor.userId,
+    workspaceId: actor.workspaceId,
+    agentId: input.agentId,
+    connectionId: connection.id,
+    decision: 'info',
+    metadata: {
+      policyId: row.id,
+      allowedModels,
+      defaultMode: row.defaultMode,
+      stepUpApproval: row.stepUpApproval,
+    },
+  });
+  emit(kvPut(deps.names.buckets.policies, row.id, policySnapshot(row, connection)), audited(event));
+  return { row, auditId: event.auditId };
 }
 
 /**

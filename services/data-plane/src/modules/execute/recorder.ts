@@ -60,6 +60,30 @@ function publishEventually(deps: DataPlaneDeps, e: AuditEventMessage): void {
   });
 }
 
+/**
+ * One agent-triggered event outside a brokered call (Model A, resolve). `durable`: published
+ * before the caller goes on (503 when the bus cannot take it: no audit, no credential);
+ * otherwise retried in the background like a terminal event.
+ */
+export async function recordAgentEvent(
+  deps: DataPlaneDeps,
+  agent: AgentPrincipal,
+  connectionId: string | null,
+  e: { action: AuditAction; decision: AuditDecision; metadata: Record<string, unknown>; durable: boolean },
+): Promise<string> {
+  const event = auditEvent(deps, agent, connectionId, e.action, e.decision, e.metadata);
+  if (!e.durable) {
+    publishEventually(deps, event);
+    return event.auditId;
+  }
+  try {
+    await publish(deps, event);
+  } catch {
+    throw Errors.unavailable('cannot record the request; nothing was handed out');
+  }
+  return event.auditId;
+}
+
 export interface Denial {
   status: number;
   reason: string;

@@ -1,11 +1,11 @@
 import { setImmediate as setImmediatePromise } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from '@vlt/service-kit';
-import { ApprovalRequiredResponse, ErrorResponse, ExecuteBody, ExecuteModelBResponse } from '@vlt/contracts';
-import { Errors } from '@vlt/service-kit';
+import { ApprovalRequiredResponse, ErrorResponse, ExecuteBody, ExecuteResponse } from '@vlt/contracts';
 import type { DataPlaneDeps } from '../../deps.js';
 import { requireAgent } from '../../plugins/agent-auth.js';
 import { executeModelB } from './service.js';
+import { vendToken } from './vend.js';
 
 /** Envelopes from this size on are decided in a later turn of the event loop than they were parsed in. */
 const LARGE_BODY_BYTES = 256 * 1024;
@@ -21,13 +21,14 @@ export function executeRoutes(deps: DataPlaneDeps) {
           security: [{ bearer: [] }],
           body: ExecuteBody,
           response: {
-            200: ExecuteModelBResponse,
+            200: ExecuteResponse,
             202: ApprovalRequiredResponse,
             400: ErrorResponse,
             401: ErrorResponse,
             403: ErrorResponse,
             404: ErrorResponse,
             409: ErrorResponse,
+            429: ErrorResponse,
             502: ErrorResponse,
             503: ErrorResponse,
           },
@@ -35,10 +36,7 @@ export function executeRoutes(deps: DataPlaneDeps) {
       },
       async (req, reply) => {
         const agent = requireAgent(req);
-        if (req.body.model === 'A') {
-          // Model A (token vending) needs OAuth connections; the issue tracker is Model B only (spec).
-          throw Errors.badRequest('model A is not available for this connection; use model B');
-        }
+        if (req.body.model === 'A') return vendToken(deps, agent, req.body);
         // Parsing a large envelope was one long step; deciding on it is the next. Let other
         // requests (and health checks) run in between instead of stalling for both at once.
         if (Number(req.headers['content-length'] ?? 0) >= LARGE_BODY_BYTES) await setImmediatePromise();

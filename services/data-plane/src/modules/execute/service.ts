@@ -32,10 +32,13 @@ type Outcome = ExecutionResult | ApprovalRequired | StreamedResult;
 
 const DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
 
+/** How a request names its connection: by id, or a singleton by service. */
+export type ConnectionRef = Pick<ExecuteModelB, 'connectionId' | 'service'>;
+
 function resolveConnection(
   deps: DataPlaneDeps,
   agent: AgentPrincipal,
-  req: ExecuteModelB,
+  req: ConnectionRef,
 ): ConnectionDescriptor | null {
   if (req.connectionId) return deps.caches.connection(req.connectionId);
   if (req.service) {
@@ -48,10 +51,10 @@ function resolveConnection(
 }
 
 /** The connection the request names and this agent's policy for it (404, 409, 503). */
-async function resolveBinding(
+export async function resolveBinding(
   deps: DataPlaneDeps,
   agent: AgentPrincipal,
-  req: ExecuteModelB,
+  req: ConnectionRef,
 ): Promise<{ connection: ConnectionDescriptor; policy: FoundPolicy | null }> {
   if (!req.connectionId && !req.service) throw Errors.badRequest('connectionId or service is required');
   const targetId = resolveConnection(deps, agent, req)?.id ?? req.connectionId;
@@ -166,7 +169,7 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   }
 
   const credentials = await credentialsFor(deps, agent, connection.id, recorder);
-  const request = buildUpstreamRequest(target, credentials, {
+  const request = buildUpstreamRequest(target, credentials, connection, {
     bodyIsAgentText: typeof req.body === 'string',
   });
   const route = { method: req.method, path: target.matchPath };
