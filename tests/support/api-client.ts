@@ -437,3 +437,138 @@ export function countByAction(events: AuditEvent[]): Record<string, number> {
   for (const e of events) counts[e.action] = (counts[e.action] ?? 0) + 1;
   return counts;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Provider connections (ADR 0042)
+
+export interface ConnectionError {
+  error: string;
+  code?: string;
+  auditId?: string;
+}
+
+export function botTokenConnectionRequest(
+  admin: Admin,
+  input: { service?: string; botToken: string; label?: string },
+) {
+  return http<{
+    connection: { id: string; provider: string; label: string; status: string };
+    botInfo: { id: number; username: string; firstName: string };
+    message: string;
+    auditId: string;
+  }>('POST', `${admin.base}/v1/connections/bot-token`, {
+    headers: admin.headers,
+    json: { service: 'chatbot_a', ...input },
+  });
+}
+
+export function apiKeyConnectionRequest(
+  admin: Admin,
+  input: { service: string; apiKey: string; label?: string },
+) {
+  return http<{
+    connection: { id: string; provider: string; service: string; label: string; status: string };
+    auditId: string;
+  }>('POST', `${admin.base}/v1/connections/api-key`, { headers: admin.headers, json: input });
+}
+
+export function reauthRequest(admin: Admin, connectionId: string) {
+  return http<{ pendingConnectionId: string; authorizationUrl: string }>(
+    'POST',
+    `${admin.base}/v1/connections/${connectionId}/reauth`,
+    { headers: admin.headers, json: {} },
+  );
+}
+
+export function revokeConnectionRequest(admin: Admin, connectionId: string) {
+  return http<{ connection: { id: string; status: string }; auditId: string }>(
+    'POST',
+    `${admin.base}/v1/connections/${connectionId}/revoke`,
+    { headers: admin.headers },
+  );
+}
+
+export interface WorkspaceOAuthAppView {
+  id: string;
+  provider: string;
+  clientId: string;
+  createdAt: string;
+}
+
+export function createWorkspaceOAuthApp(
+  admin: Admin,
+  input: { provider: string; clientId: string; clientSecret: string },
+) {
+  return http<{ app: WorkspaceOAuthAppView; auditId: string }>(
+    'POST',
+    `${admin.base}/v1/workspace-oauth-apps`,
+    { headers: admin.headers, json: input },
+  );
+}
+
+export function listWorkspaceOAuthApps(admin: Admin) {
+  return http<{ apps: WorkspaceOAuthAppView[] }>('GET', `${admin.base}/v1/workspace-oauth-apps`, {
+    headers: admin.headers,
+  });
+}
+
+export function deleteWorkspaceOAuthApp(admin: Admin, id: string) {
+  return http('DELETE', `${admin.base}/v1/workspace-oauth-apps/${id}`, { headers: admin.headers });
+}
+
+export function putProviderConstraints(admin: Admin, policyId: string, providerConstraints: unknown) {
+  return http<{ policy: { id: string; providerConstraints: unknown }; auditId: string }>(
+    'PUT',
+    `${admin.base}/v1/policies/${policyId}/provider-constraints`,
+    { headers: admin.headers, json: { providerConstraints } },
+  );
+}
+
+export interface ModelAResponse {
+  model: 'A';
+  accessToken: string;
+  tokenType: 'Bearer';
+  expiresIn: number;
+  auditId: string;
+}
+
+/** Model A: the agent asks for a short-lived provider access token. */
+export function vendToken(
+  dataPlane: string,
+  agentToken: string | undefined,
+  target: { connectionId?: string; service?: string },
+) {
+  return http<ModelAResponse & ConnectionError>('POST', `${dataPlane}/v1/vault/execute`, {
+    headers: agentToken === undefined ? {} : { authorization: `Bearer ${agentToken}` },
+    json: { model: 'A', ...target },
+  });
+}
+
+export interface ResolvedCredential {
+  apiKey: string;
+  extra: Record<string, unknown>;
+  source: string;
+  mode: string;
+  cacheTtlMs: number;
+}
+
+export function resolveCredential(
+  dataPlane: string,
+  agentToken: string | undefined,
+  body: { kind: 'model_provider' | 'channel' | 'plugin_config'; provider: string; profileId?: string },
+) {
+  return http<ResolvedCredential & ConnectionError>('POST', `${dataPlane}/v1/credentials/resolve`, {
+    headers: agentToken === undefined ? {} : { authorization: `Bearer ${agentToken}` },
+    json: body,
+  });
+}
+
+/** The audit export as text (`json` or `csv`), for secret-leak assertions over every row. */
+export async function auditExportText(admin: Admin, format: 'json' | 'csv', q: AuditQuery = {}) {
+  const qs = new URLSearchParams({ format, ...(q as Record<string, string>) });
+  const r = expectStatus(
+    await http<unknown>('GET', `${admin.base}/v1/audit/export?${qs}`, { headers: admin.headers }),
+    200,
+  );
+  return r.text;
+}

@@ -5,6 +5,13 @@
 import type { Bus, BusNames } from '@vlt/bus';
 import { CredentialsResponse } from '@vlt/contracts';
 
+/**
+ * Longer than the control plane may take to answer: a provider refresh (at most 10 s) or the
+ * wait for another replica's refresh (at most 10 s, token-refresh.ts). Shorter would turn a
+ * slow but successful refresh into a 503 here.
+ */
+const CREDENTIALS_TIMEOUT_MS = 15_000;
+
 export interface CredentialCache {
   get(req: { workspaceId: string; agentId: string; connectionId: string }): Promise<CredentialsResponse>;
   invalidate(connectionId: string): void;
@@ -26,7 +33,11 @@ export function createCredentialCache(deps: {
       const pending = inflight.get(key);
       if (pending) return pending;
       const p = deps.bus
-        .request(deps.names.rpc.credentialsGet, { v: 1, ...req }, { timeoutMs: deps.timeoutMs ?? 3_000 })
+        .request(
+          deps.names.rpc.credentialsGet,
+          { v: 1, ...req },
+          { timeoutMs: deps.timeoutMs ?? CREDENTIALS_TIMEOUT_MS },
+        )
         .then((raw) => {
           const value = CredentialsResponse.parse(raw);
           // Only successes are cached: a refusal is re-asked next time.

@@ -18,6 +18,8 @@ export const REFRESH_SKEW_MS = 30_000;
 const LEASE_MS = 30_000;
 const WAIT_FOR_OTHER_REPLICA_MS = 10_000;
 const POLL_MS = 100;
+/** A provider's token endpoint gets this long; data planes wait 15 s for the whole answer. */
+const REFRESH_CALL_TIMEOUT_MS = 10_000;
 
 type ConnectionRow = NonNullable<Awaited<ReturnType<ControlPlaneDeps['prisma']['connection']['findUnique']>>>;
 
@@ -102,7 +104,10 @@ async function refreshWithLease(deps: ControlPlaneDeps, row: ConnectionRow): Pro
   try {
     const app = await oauthAppFor(deps, row.workspaceId, provider);
     if (!app) throw new OAuthGrantError('refused', 'no OAuth app is configured for this provider');
-    const tokens = await refreshTokens(deps, oauthEndpoints(deps, provider), app, current.refreshToken);
+    const tokens = await withTimeout(
+      refreshTokens(deps, oauthEndpoints(deps, provider), app, current.refreshToken),
+      REFRESH_CALL_TIMEOUT_MS,
+    );
     const next: StoredCredentials = {
       type: 'oauth',
       accessToken: tokens.accessToken,
@@ -143,6 +148,17 @@ async function refreshWithLease(deps: ControlPlaneDeps, row: ConnectionRow): Pro
     );
     return { ok: false, code: 'unavailable' };
   }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new OAuthGrantError('unreachable', 'the provider did not answer in time')),
+      ms,
+    );
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
