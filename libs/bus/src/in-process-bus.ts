@@ -52,7 +52,8 @@ export interface InProcessBusOptions {
   logger?: BusLogger;
   /**
    * Events stream limits. Memory is the store here, so it is bounded by count as well as age.
-   * Defaults: 7 days, 100 000 messages, 2 minute duplicate window.
+   * Defaults: 7 days, 100 000 messages, 2 minute duplicate window. The count limit never
+   * evicts an event a durable consumer has not finished: a full stream refuses new events.
    */
   stream?: { maxAgeMs?: number; maxMessages?: number; duplicateWindowMs?: number };
   /** Default request timeout when the caller gives none (default 5 s). */
@@ -417,6 +418,11 @@ class MemoryStream {
     const now = Date.now();
     this.expire(now);
     if (this.recentIds.has(msgId)) return; // stored once; the PubAck would say "duplicate"
+    // Full of events a durable consumer has not finished: refuse (the publisher fails closed,
+    // e.g. 503) rather than drop one — an audit event must never be lost to a count limit.
+    if (this.events.length - this.head >= this.limits.maxMessages) {
+      throw new Error('the event stream is full: its consumers are behind');
+    }
     const seq = ++this.lastSeq;
     this.events.push({ seq, subject, json, headers, msgId, storedAt: now });
     this.recentIds.set(msgId, now);
@@ -521,9 +527,13 @@ class MemoryStream {
 
   private expire(now: number): void {
     const { maxAgeMs, maxMessages, duplicateWindowMs } = this.limits;
+    // The count limit only evicts what every durable consumer has finished; age evicts all.
+    let floor = Number.POSITIVE_INFINITY;
+    for (const d of this.durables.values()) floor = Math.min(floor, d.ackFloor);
     while (this.head < this.events.length) {
       const e = this.events[this.head]!;
-      if (this.events.length - this.head > maxMessages || e.storedAt < now - maxAgeMs) this.head++;
+      const overCount = this.events.length - this.head > maxMessages - 1 && e.seq <= floor;
+      if (overCount || e.storedAt < now - maxAgeMs) this.head++;
       else break;
     }
     if (this.head > 1024 && this.head * 2 > this.events.length) {

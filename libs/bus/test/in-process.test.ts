@@ -36,6 +36,31 @@ describe('in-process bus: its own limits', () => {
     expect(got.items).toEqual([3, 4, 5]);
   });
 
+  it('never drops an event a durable has not finished: a full stream refuses the publish instead', async () => {
+    const bus = createInProcessBus({ names, stream: { maxMessages: 3 } });
+    const subject = names.eventSubject('full', 'x');
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const got = new Inbox<unknown>();
+    // A durable that is behind (like the audit writer under load).
+    await bus.consume({ durable: 'slow' }, async (m) => {
+      await gate;
+      got.push(m.data);
+      return ack;
+    });
+    for (let i = 1; i <= 3; i++) await bus.publish(subject, i, { msgId: `f${i}` });
+    await expect(bus.publish(subject, 4, { msgId: 'f4' })).rejects.toMatchObject({
+      code: 'BUS_PUBLISH_FAILED',
+    });
+    release();
+    await got.count(3);
+    // Once the consumer caught up, the oldest finished events make room again.
+    await bus.publish(subject, 5, { msgId: 'f5' });
+    await got.count(4);
+    await bus.close();
+    expect(got.items).toEqual([1, 2, 3, 5]);
+  });
+
   it('createBus picks the in-process transport without NATS servers', async () => {
     const bus = await createBus({ natsServers: [], names });
     await bus.publish(names.eventSubject('cb', 'x'), 1, { msgId: 'cb' });
