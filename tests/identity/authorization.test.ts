@@ -43,8 +43,6 @@ const allowlist = {
 
 /** Routes an agent must never reach: approvals, policies, connections, agents, tokens (and the rest of the admin API). */
 const AGENT_FORBIDDEN: RouteCase[] = [
-  { method: 'GET', path: '/v1/approvals' },
-  { method: 'GET', path: '/v1/approvals/:approvalId' },
   { method: 'POST', path: '/v1/approvals/:approvalId/approve' },
   { method: 'POST', path: '/v1/approvals/:approvalId/deny' },
   { method: 'GET', path: '/v1/policies' },
@@ -61,7 +59,6 @@ const AGENT_FORBIDDEN: RouteCase[] = [
   { method: 'GET', path: '/v1/policies/:policyId/rules' },
   { method: 'PUT', path: '/v1/policies/:policyId/rules', body: { rules: { request: [], response: [] } } },
   { method: 'PUT', path: '/v1/policies/:policyId/provider-constraints', body: { providerConstraints: null } },
-  { method: 'GET', path: '/v1/connections' },
   {
     method: 'POST',
     path: '/v1/connections/issue-tracker',
@@ -79,6 +76,8 @@ const AGENT_FORBIDDEN: RouteCase[] = [
   },
   { method: 'DELETE', path: '/v1/workspace-oauth-apps/:policyId' },
   { method: 'GET', path: '/v1/workspace-oauth-apps' },
+  { method: 'POST', path: '/v1/agent-permission-requests/:permissionRequestId/approve' },
+  { method: 'POST', path: '/v1/agent-permission-requests/:permissionRequestId/deny' },
   { method: 'GET', path: '/v1/agents' },
   { method: 'POST', path: '/v1/agents', body: { name: 'spawned-by-agent' } },
   { method: 'GET', path: '/v1/agents/:agentId' },
@@ -100,7 +99,6 @@ const AGENT_FORBIDDEN: RouteCase[] = [
   // Destructive ones last, so a failure above does not cascade.
   { method: 'POST', path: '/v1/agents/:otherAgentId/disable' },
   { method: 'DELETE', path: '/v1/tokens/:tokenId' },
-  { method: 'POST', path: '/v1/connections/:connectionId/revoke' },
   { method: 'DELETE', path: '/v1/policies/:policyId' },
   { method: 'DELETE', path: '/v1/agents/:otherAgentId' },
   { method: 'DELETE', path: '/v1/workspaces/:workspaceId/members/:viewerId' },
@@ -141,6 +139,8 @@ const VIEWER_FORBIDDEN: RouteCase[] = [
     body: { provider: 'suite_a', clientId: 'by-intruder', clientSecret: 'x' },
   },
   { method: 'DELETE', path: '/v1/workspace-oauth-apps/:policyId' },
+  { method: 'POST', path: '/v1/agent-permission-requests/:permissionRequestId/approve' },
+  { method: 'POST', path: '/v1/agent-permission-requests/:permissionRequestId/deny' },
   { method: 'POST', path: '/v1/approvals/:approvalId/approve' },
   { method: 'POST', path: '/v1/approvals/:approvalId/deny' },
   { method: 'POST', path: '/v1/workspaces/:workspaceId/members', body: { email: ':email', role: 'admin' } },
@@ -194,6 +194,8 @@ const ID_ROUTES: RouteCase[] = [
   },
   { method: 'POST', path: '/v1/connections/:connectionId/reauth' },
   { method: 'DELETE', path: '/v1/workspace-oauth-apps/:policyId' },
+  { method: 'POST', path: '/v1/agent-permission-requests/:permissionRequestId/approve' },
+  { method: 'POST', path: '/v1/agent-permission-requests/:permissionRequestId/deny' },
   { method: 'GET', path: '/v1/approvals/:approvalId' },
   { method: 'POST', path: '/v1/approvals/:approvalId/approve' },
   { method: 'POST', path: '/v1/approvals/:approvalId/deny' },
@@ -368,6 +370,11 @@ describe.skipIf(skip)(skip ? `authorization (skipped: ${skip})` : 'authorization
       [ids.approvalId],
     );
     expect(approvals).toEqual([{ status: 'pending' }]);
+    const permissionRequests = await g.sql<{ status: string }>(
+      'SELECT status::text AS status FROM agent_permission_requests WHERE id = $1',
+      [ids.permissionRequestId],
+    );
+    expect(permissionRequests).toEqual([{ status: 'pending' }]);
     const members = await g.sql<{ user_id: string; role: string }>(
       'SELECT user_id, role::text AS role FROM memberships WHERE workspace_id = $1 ORDER BY user_id',
       [owner.workspaceId],
@@ -423,6 +430,13 @@ describe.skipIf(skip)(skip ? `authorization (skipped: ${skip})` : 'authorization
       actor: owner.id,
     });
     const channelId = await seedNotificationChannel(g, owner.workspaceId, botConnectionId);
+    const permissionRequest = expectStatus(
+      await http<{ requestId: string }>('POST', `${g.baseUrl}/v1/agent-permission-requests`, {
+        headers: { authorization: `Bearer ${agentTok}` },
+        json: { actionTemplateId: 'suite_a-mail.read', reason: 'triage the inbox' },
+      }),
+      201,
+    ).body;
     const patRes = expectStatus(
       await http<{ token: { id: string }; plainToken: string }>('POST', `${g.baseUrl}/v1/tokens`, {
         headers: owner.admin.headers,
@@ -447,6 +461,7 @@ describe.skipIf(skip)(skip ? `authorization (skipped: ${skip})` : 'authorization
       policyId: policy.id,
       approvalId,
       channelId,
+      permissionRequestId: permissionRequest.requestId,
       tokenId: patRes.body.token.id,
       sessionId: sessions.body.sessions.find((s) => s.current)!.id,
       workspaceId: owner.workspaceId,
@@ -499,6 +514,72 @@ describe.skipIf(skip)(skip ? `authorization (skipped: ${skip})` : 'authorization
     });
 
     it('after the sweep nothing in the workspace changed', expectWorkspaceUntouched);
+  });
+
+  describe('an agent reads its own state, and nothing else (ADR 0044)', () => {
+    const asAgent = () => ({ authorization: `Bearer ${agentTok}`, ...fromIp(nextIp()) });
+
+    it('GET /v1/approvals lists only its own approvals; another agent sees none of them', async () => {
+      const own = expectStatus(
+        await http<{ approvals: { id: string }[] }>('GET', `${g.baseUrl}/v1/approvals`, {
+          headers: asAgent(),
+        }),
+        200,
+      );
+      expect(own.body.approvals.map((a) => a.id)).toEqual([ids.approvalId]);
+      const otherTok = await agentToken(g.baseUrl, other);
+      const theirs = expectStatus(
+        await http<{ approvals: unknown[] }>('GET', `${g.baseUrl}/v1/approvals`, {
+          headers: { authorization: `Bearer ${otherTok}`, ...fromIp(nextIp()) },
+        }),
+        200,
+      );
+      expect(theirs.body.approvals).toEqual([]);
+      const peek = await http('GET', `${g.baseUrl}/v1/approvals/${ids.approvalId}`, {
+        headers: { authorization: `Bearer ${otherTok}`, ...fromIp(nextIp()) },
+      });
+      expect(peek.status, peek.text).toBe(404);
+      const mine = await http('GET', `${g.baseUrl}/v1/approvals/${ids.approvalId}`, { headers: asAgent() });
+      expect(mine.status, mine.text).toBe(200);
+    });
+
+    it('GET /v1/connections lists only the connections bound to it, with only its own policy', async () => {
+      const r = expectStatus(
+        await http<{ connections: { id: string; policies: { agentId: string }[] }[] }>(
+          'GET',
+          `${g.baseUrl}/v1/connections`,
+          { headers: asAgent() },
+        ),
+        200,
+      );
+      expect(r.body.connections.map((c) => c.id)).toEqual([ids.connectionId]);
+      expect(r.body.connections[0]!.policies.map((p) => p.agentId)).toEqual([agent.id]);
+    });
+
+    it('POST /v1/connections/:id/revoke on a connection it is not bound to is 404 and changes nothing', async () => {
+      const r = await http('POST', `${g.baseUrl}/v1/connections/${ids.connectionId2}/revoke`, {
+        headers: asAgent(),
+      });
+      expect(r.status, r.text).toBe(404);
+      const rows = await g.sql<{ status: string }>(
+        'SELECT status::text AS status FROM connections WHERE id = $1',
+        [ids.connectionId2],
+      );
+      expect(rows).toEqual([{ status: 'healthy' }]);
+    });
+
+    it('an agent cannot decide its own permission request (403)', async () => {
+      const r = await http(
+        'POST',
+        `${g.baseUrl}/v1/agent-permission-requests/${ids.permissionRequestId}/approve`,
+        {
+          headers: asAgent(),
+        },
+      );
+      expect(r.status, r.text).toBe(403);
+    });
+
+    it('after these reads nothing in the workspace changed', expectWorkspaceUntouched);
   });
 
   describe('a viewer on mutating routes is refused with 403', () => {

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import pino from 'pino';
 import { loadConfig } from '@vlt/config';
+import { createLogger } from '@vlt/telemetry';
 import { startAllInOne } from '@vlt/all-in-one';
 import { createRunDatabase } from './run-database.js';
 import { realServices } from './services.js';
@@ -30,15 +30,18 @@ export async function startInProcessGateway(
 ): Promise<InProcessGateway> {
   const dataDir = mkdtempSync(join(tmpdir(), 'vlt-gw-'));
   const logs: string[] = [];
-  const logger = pino(
-    { level: env.LOG_LEVEL ?? 'info' },
-    new Writable({
+  // The production logger (its serializers and redaction), writing into `logs`: log
+  // assertions check what operators would actually see.
+  const logger = createLogger({
+    service: 'all-in-one',
+    level: env.LOG_LEVEL ?? 'info',
+    destination: new Writable({
       write(chunk, _enc, cb) {
         logs.push(String(chunk));
         cb();
       },
     }),
-  );
+  });
   const base: Record<string, string> = {
     NODE_ENV: 'test',
     HOST: '127.0.0.1',

@@ -32,11 +32,18 @@ export async function collectRegisteredRoutes(): Promise<RegisteredRoute[]> {
   const routes: RegisteredRoute[] = [];
   const collect =
     (kind: 'control' | 'data') => (r: { method: string | string[]; url: string; config?: unknown }) => {
-      const c = (r.config ?? {}) as { auth?: string; scope?: string };
+      const c = (r.config ?? {}) as { auth?: string; scope?: string; agentToken?: string };
       for (const m of [r.method].flat()) {
         if (m === 'HEAD') continue;
         // authenticate.ts: a control-plane route without `auth` is a user route.
-        const auth = kind === 'data' ? 'agent (data plane)' : (c.auth ?? 'user');
+        // agent-auth.ts: `agentToken: 'sdk'` also reads SDK key headers; `'none'` needs no token.
+        const dataAuth =
+          c.agentToken === 'none'
+            ? 'none'
+            : c.agentToken === 'sdk'
+              ? 'agent (data plane, SDK)'
+              : 'agent (data plane)';
+        const auth = kind === 'data' ? dataAuth : (c.auth ?? 'user');
         routes.push({ method: m, url: r.url, auth, scope: c.scope });
       }
     };

@@ -399,7 +399,12 @@ export const SERVICES: readonly ServiceSpec[] = [
     '/v1/models',
     '/v1/models/*',
   ]),
-  apiKeyService('llm_c-generate', 'llm_c', 'LLM C generate', ['/v1beta/models', '/v1beta/models/*']),
+  apiKeyService('llm_c-generate', 'llm_c', 'LLM C generate', [
+    '/v1beta/models',
+    '/v1beta/models/*',
+    '/v1/models',
+    '/v1/models/*',
+  ]),
   apiKeyService('llm_d-chat', 'llm_d', 'LLM D chat', [
     '/v1/chat/completions',
     '/v1/embeddings',
@@ -451,4 +456,184 @@ export function defaultAllowlistFor(service: ServiceSpec, apiUrl: string): Allow
     methods: [...methods],
     pathPatterns: [...pathPatterns],
   }));
+}
+
+/** What an agent can ask to be able to do (`request_capability`); one or more per service. */
+export interface ActionTemplate {
+  id: string;
+  label: string;
+  description: string;
+  requiresApproval: boolean;
+}
+
+export type ServiceCategory =
+  'email' | 'files' | 'calendar' | 'contacts' | 'chat' | 'code' | 'notes' | 'boards' | 'llm' | 'issues';
+
+interface ServiceExtras {
+  category: ServiceCategory;
+  icon: string;
+  actions: ActionTemplate[];
+}
+
+const act = (id: string, label: string, description: string, requiresApproval = false): ActionTemplate => ({
+  id,
+  label,
+  description,
+  requiresApproval,
+});
+
+const EXTRAS: Record<string, ServiceExtras> = {
+  'suite_a-mail': {
+    category: 'email',
+    icon: 'mail',
+    actions: [
+      act('suite_a-mail.read', 'Read mail', 'Search and read messages'),
+      act('suite_a-mail.send', 'Send mail', 'Send messages and replies', true),
+    ],
+  },
+  'suite_a-drive': {
+    category: 'files',
+    icon: 'folder',
+    actions: [
+      act('suite_a-drive.read', 'Read files', 'List, search and download files'),
+      act('suite_a-drive.write', 'Change files', 'Upload, edit and delete files', true),
+    ],
+  },
+  'suite_a-calendar': {
+    category: 'calendar',
+    icon: 'calendar',
+    actions: [
+      act('suite_a-calendar.read', 'Read calendar', 'List calendars and events'),
+      act('suite_a-calendar.write', 'Manage events', 'Create, move and cancel events', true),
+    ],
+  },
+  'suite_a-contacts': {
+    category: 'contacts',
+    icon: 'contacts',
+    actions: [
+      act(
+        'suite_a-contacts.read',
+        'Read contacts',
+        'Names and e-mail addresses; other personal fields need approval',
+      ),
+    ],
+  },
+  'suite_b-mail': {
+    category: 'email',
+    icon: 'mail',
+    actions: [
+      act('suite_b-mail.read', 'Read mail', 'Search and read messages'),
+      act('suite_b-mail.send', 'Send mail', 'Send messages and replies', true),
+    ],
+  },
+  'suite_b-teams': {
+    category: 'chat',
+    icon: 'chat',
+    actions: [
+      act('suite_b-teams.read', 'Read team chats', 'Read chats and channel messages'),
+      act('suite_b-teams.post', 'Post in team chats', 'Post to chats and channels', true),
+    ],
+  },
+  'suite_b-drive': {
+    category: 'files',
+    icon: 'folder',
+    actions: [
+      act('suite_b-drive.read', 'Read files', 'List, search and download files'),
+      act('suite_b-drive.write', 'Change files', 'Upload, edit and delete files', true),
+    ],
+  },
+  'code_host-repos': {
+    category: 'code',
+    icon: 'code',
+    actions: [
+      act('code_host-repos.read', 'Read repositories', 'Code, issues and pull requests'),
+      act('code_host-repos.write', 'Change repositories', 'Comment, open issues and pull requests', true),
+    ],
+  },
+  'notes-pages': {
+    category: 'notes',
+    icon: 'notes',
+    actions: [
+      act('notes-pages.read', 'Read pages', 'Search and read shared pages'),
+      act('notes-pages.write', 'Edit pages', 'Create and update pages', true),
+    ],
+  },
+  'board-boards': {
+    category: 'boards',
+    icon: 'board',
+    actions: [
+      act('board-boards.read', 'Read boards', 'Boards and their items'),
+      act('board-boards.write', 'Edit boards', 'Create and change items', true),
+    ],
+  },
+  chatbot_b: {
+    category: 'chat',
+    icon: 'chat',
+    actions: [
+      act('chatbot_b.post', 'Post as the team bot', 'Post and update messages in allowed channels', true),
+    ],
+  },
+  chatbot_a: {
+    category: 'chat',
+    icon: 'bot',
+    actions: [act('chatbot_a.send', 'Send bot messages', 'Send messages to allowed chats')],
+  },
+  'llm_a-messages': {
+    category: 'llm',
+    icon: 'sparkles',
+    actions: [act('llm_a-messages.use', 'Use LLM A', 'Model calls through the vault')],
+  },
+  'llm_b-chat': {
+    category: 'llm',
+    icon: 'sparkles',
+    actions: [act('llm_b-chat.use', 'Use LLM B', 'Model calls through the vault')],
+  },
+  'llm_c-generate': {
+    category: 'llm',
+    icon: 'sparkles',
+    actions: [act('llm_c-generate.use', 'Use LLM C', 'Model calls through the vault')],
+  },
+  'llm_d-chat': {
+    category: 'llm',
+    icon: 'sparkles',
+    actions: [act('llm_d-chat.use', 'Use LLM D', 'Model calls through the vault')],
+  },
+  issues: {
+    category: 'issues',
+    icon: 'issues',
+    actions: [
+      act('issues.read', 'Read issues', 'Search and read issues and projects'),
+      act('issues.write', 'Change issues', 'Create and update issues', true),
+    ],
+  },
+};
+
+export function serviceExtras(id: string): ServiceExtras {
+  return EXTRAS[id] ?? { category: 'issues', icon: 'plug', actions: [] };
+}
+
+/** Every action template with the service it belongs to. */
+export function actionTemplates(): Array<ActionTemplate & { serviceId: string }> {
+  return SERVICES.flatMap((s) => serviceExtras(s.id).actions.map((a) => ({ ...a, serviceId: s.id })));
+}
+
+export function actionTemplate(id: string): (ActionTemplate & { serviceId: string }) | undefined {
+  return actionTemplates().find((a) => a.id === id);
+}
+
+/** A catalog service as `/v1/capabilities/services` shows it. */
+export function catalogService(s: ServiceSpec) {
+  const x = serviceExtras(s.id);
+  return {
+    id: s.id,
+    name: s.name,
+    provider: s.provider,
+    icon: x.icon,
+    category: x.category,
+    description: s.description,
+    authKind: s.authKind,
+    singleton: s.singleton,
+    defaultScopes: [...s.defaultScopes],
+    actions: x.actions,
+  };
 }

@@ -13,3 +13,4 @@ export * from './http/audit.js';
 export * from './http/tokens.js';
 export * from './http/approvals.js';
 export * from './catalog.js';
+export * from './http/capabilities.js';

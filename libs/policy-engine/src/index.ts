@@ -61,3 +61,5 @@ export {
   ResponseFilterEncodingError,
   ResponseUnfilterableError,
 } from './errors.js';
+export { createLlmStreamRedaction, holdBackFrom, MAX_HELD } from './llm-stream-redaction.js';
+export type { LlmStreamProtocol } from './llm-stream-redaction.js';

@@ -34,6 +34,7 @@ export const Errors = {
   conflict: define('CONFLICT', 409, 'the resource is not in a state that allows this'),
   gone: define('GONE', 410, 'gone'),
   payloadTooLarge: define('PAYLOAD_TOO_LARGE', 413, 'payload too large'),
+  unsupportedMediaType: define('UNSUPPORTED_MEDIA_TYPE', 415, 'unsupported content type'),
   rateLimited: define('RATE_LIMITED', 429, 'rate limit exceeded'),
   // Accounts, workspaces, agents.
   emailTaken: define('EMAIL_TAKEN', 409, 'an account with this e-mail already exists'),
@@ -54,8 +55,26 @@ export const Errors = {
     409,
     'only a connection that needs reauthentication can be reauthorised',
   ),
-  oauthAppExists: define('OAUTH_APP_EXISTS', 409, 'this workspace already has an OAuth app for this provider'),
-  modelNotAvailable: define('MODEL_NOT_AVAILABLE', 400, 'this execution model is not available for this connection'),
+  permissionRequestPending: define(
+    'PERMISSION_REQUEST_PENDING',
+    409,
+    'this agent already has a pending request for this action',
+  ),
+  permissionRequestResolved: define(
+    'PERMISSION_REQUEST_RESOLVED',
+    409,
+    'the permission request is no longer pending',
+  ),
+  oauthAppExists: define(
+    'OAUTH_APP_EXISTS',
+    409,
+    'this workspace already has an OAuth app for this provider',
+  ),
+  modelNotAvailable: define(
+    'MODEL_NOT_AVAILABLE',
+    400,
+    'this execution model is not available for this connection',
+  ),
   // Approvals.
   approvalResolved: define('APPROVAL_RESOLVED', 409, 'the approval request is no longer pending'),
   approvalNotFound: define('APPROVAL_NOT_FOUND', 403, 'approval not found for this agent'),

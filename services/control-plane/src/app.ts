@@ -9,6 +9,8 @@ import { auditRoutes } from './modules/audit/routes.js';
 import { authRoutes } from './modules/auth/routes.js';
 import { connectionRoutes } from './modules/connections/routes.js';
 import { oauthAppRoutes } from './modules/oauth-apps/routes.js';
+import { capabilityRoutes } from './modules/capabilities/routes.js';
+import { permissionRequestRoutes } from './modules/permission-requests/routes.js';
 import { policyRoutes } from './modules/policies/routes.js';
 import { tokenRoutes } from './modules/tokens/routes.js';
 import { workspaceRoutes } from './modules/workspaces/routes.js';
@@ -30,6 +32,8 @@ export function controlPlaneRoutes(deps: ControlPlaneDeps) {
     await app.register(agentRoutes(deps));
     await app.register(connectionRoutes(deps));
     await app.register(oauthAppRoutes(deps));
+    await app.register(capabilityRoutes(deps));
+    await app.register(permissionRequestRoutes(deps));
     await app.register(policyRoutes(deps));
     await app.register(tokenRoutes(deps));
     await app.register(auditRoutes(deps));

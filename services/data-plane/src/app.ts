@@ -3,6 +3,7 @@ import { createServiceApp, type App } from '@vlt/service-kit';
 import type { DataPlaneDeps } from './deps.js';
 import { credentialRoutes } from './modules/credentials/routes.js';
 import { executeRoutes } from './modules/execute/routes.js';
+import { llmProxyRoutes } from './modules/llm-proxy/routes.js';
 import { installAgentAuth } from './plugins/agent-auth.js';
 
 /** The data plane's route tree (`/v1/vault/*`), encapsulated so it can share an instance. */
@@ -11,6 +12,7 @@ export function dataPlaneRoutes(deps: DataPlaneDeps) {
     installAgentAuth(app, deps);
     await app.register(executeRoutes(deps));
     await app.register(credentialRoutes(deps));
+    await app.register(llmProxyRoutes(deps));
   };
 }
 

@@ -13,6 +13,7 @@ const NOTIFY_ON = new Set([
   'approval_expired',
   'connection_needs_reauth',
   'connection_revoked',
+  'permission_requested',
 ]);
 
 export function notificationHandler(deps: { logger: FastifyBaseLogger }) {

@@ -38,6 +38,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: RouteAuth;
     scope?: Scope;
+    /** What an agent needs on an `any` route (agents' scopes differ from users'); default `scope`. */
+    agentScope?: Scope;
   }
   interface FastifyRequest {
     principal: Principal | null;
@@ -53,6 +55,18 @@ export function requireUser(req: FastifyRequest): Extract<Principal, { kind: 'us
   const p = req.principal;
   if (!p || p.kind !== 'user') throw Errors.forbidden('this route is for workspace users');
   return p;
+}
+
+export function requireAgent(req: FastifyRequest): Extract<Principal, { kind: 'agent' }> {
+  const p = req.principal;
+  if (!p || p.kind !== 'agent') throw Errors.forbidden('this route needs an agent token');
+  return p;
+}
+
+/** Whoever the route admitted (`auth: 'any'` routes: a user or an agent). */
+export function requirePrincipal(req: FastifyRequest): Principal {
+  if (!req.principal) throw Errors.unauthorized('authentication required');
+  return req.principal;
 }
 
 function bearer(req: FastifyRequest): string | null {
@@ -159,7 +173,8 @@ export function installAuthentication(app: FastifyInstance, deps: ControlPlaneDe
       throw Errors.forbidden('agent tokens cannot call this route');
     if (auth === 'agent' && principal.kind !== 'agent')
       throw Errors.forbidden('this route needs an agent token');
-    const scope = req.routeOptions.config.scope;
+    const config = req.routeOptions.config;
+    const scope = principal.kind === 'agent' ? (config.agentScope ?? config.scope) : config.scope;
     if (scope && !principal.scopes.includes(scope)) throw Errors.forbidden(`missing scope ${scope}`);
     req.principal = principal;
   });

@@ -9,7 +9,13 @@ import {
   IdParams,
 } from '@vlt/contracts';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { requireUser } from '../../plugins/authenticate.js';
+import type { FastifyRequest } from 'fastify';
+import { requirePrincipal, requireUser } from '../../plugins/authenticate.js';
+
+function reader(req: FastifyRequest) {
+  const p = requirePrincipal(req);
+  return { workspaceId: p.workspaceId, agentId: p.kind === 'agent' ? p.agentId : undefined };
+}
 import { approve, deny, getApproval, listApprovals } from './service.js';
 
 export function approvalRoutes(deps: ControlPlaneDeps) {
@@ -20,18 +26,19 @@ export function approvalRoutes(deps: ControlPlaneDeps) {
     r.get(
       '/v1/approvals',
       {
-        config: { auth: 'user', scope: 'api:read' },
+        // Agents read their own (the plugin's approval watcher); users the workspace's.
+        config: { auth: 'any', scope: 'api:read', agentScope: 'vault:execute' },
         schema: { tags, response: { 200: ApprovalListResponse } },
       },
-      async (req) => listApprovals(deps, requireUser(req).workspaceId),
+      async (req) => listApprovals(deps, reader(req)),
     );
     r.get(
       '/v1/approvals/:id',
       {
-        config: { auth: 'user', scope: 'api:read' },
+        config: { auth: 'any', scope: 'api:read', agentScope: 'vault:execute' },
         schema: { tags, params: IdParams, response: { 200: ApprovalResponse, 404: ErrorResponse } },
       },
-      async (req) => getApproval(deps, requireUser(req).workspaceId, req.params.id),
+      async (req) => getApproval(deps, reader(req), req.params.id),
     );
     // Decisions are POSTs that need the approvals:decide scope: agents never hold it.
     r.post(

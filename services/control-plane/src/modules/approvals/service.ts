@@ -159,11 +159,18 @@ export async function createApproval(deps: ControlPlaneDeps, req: ApprovalCreate
   };
 }
 
-export async function listApprovals(deps: ControlPlaneDeps, workspaceId: string) {
+/** Who reads approvals: a user sees the workspace's, an agent only its own (ADR 0044). */
+export interface ApprovalReader {
+  workspaceId: string;
+  agentId?: string | undefined;
+}
+
+export async function listApprovals(deps: ControlPlaneDeps, reader: ApprovalReader) {
+  const { workspaceId, agentId } = reader;
   // Stale pending requests expire on each list query (spec).
   await expireStaleApprovals(deps, workspaceId);
   const rows = await deps.prisma.approvalRequest.findMany({
-    where: { workspaceId },
+    where: { workspaceId, ...(agentId && { agentId }) },
     include,
     orderBy: { createdAt: 'desc' },
     take: 500,
@@ -171,9 +178,14 @@ export async function listApprovals(deps: ControlPlaneDeps, workspaceId: string)
   return { approvals: rows.map(view) };
 }
 
-export async function getApproval(deps: ControlPlaneDeps, workspaceId: string, id: string) {
+export async function getApproval(deps: ControlPlaneDeps, reader: ApprovalReader, id: string) {
+  const { workspaceId, agentId } = reader;
   await expireStaleApprovals(deps, workspaceId);
-  const row = await deps.prisma.approvalRequest.findFirst({ where: { id, workspaceId }, include });
+  // Another agent's approval is indistinguishable from none.
+  const row = await deps.prisma.approvalRequest.findFirst({
+    where: { id, workspaceId, ...(agentId && { agentId }) },
+    include,
+  });
   if (!row) throw Errors.notFound('approval request not found');
   return { approval: view(row) };
 }

@@ -16,7 +16,7 @@ import {
 } from '@vlt/contracts';
 import { z } from 'zod';
 import type { ControlPlaneDeps } from '../../deps.js';
-import { requireUser } from '../../plugins/authenticate.js';
+import { requirePrincipal, requireUser } from '../../plugins/authenticate.js';
 import {
   createIssueTrackerConnection,
   listConnections,
@@ -42,10 +42,15 @@ export function connectionRoutes(deps: ControlPlaneDeps) {
     r.get(
       '/v1/connections',
       {
-        config: { auth: 'user', scope: 'api:read' },
+        config: { auth: 'any', scope: 'api:read', agentScope: 'vault:execute' },
         schema: { tags: ['connections'], response: { 200: ConnectionListResponse } },
       },
-      async (req) => ({ connections: await listConnections(deps, requireUser(req).workspaceId) }),
+      async (req) => {
+        const p = requirePrincipal(req);
+        return {
+          connections: await listConnections(deps, p.workspaceId, p.kind === 'agent' ? p.agentId : undefined),
+        };
+      },
     );
 
     r.post(
@@ -148,7 +153,7 @@ export function connectionRoutes(deps: ControlPlaneDeps) {
     r.post(
       '/v1/connections/:id/revoke',
       {
-        config: { auth: 'user', scope: 'api:write' },
+        config: { auth: 'any', scope: 'api:write', agentScope: 'vault:execute' },
         schema: {
           tags: ['connections'],
           params: IdParams,
@@ -167,7 +172,16 @@ export function connectionRoutes(deps: ControlPlaneDeps) {
           },
         },
       },
-      async (req) => revokeConnection(deps, requireUser(req), req.params.id),
+      async (req) => {
+        const p = requirePrincipal(req);
+        return revokeConnection(
+          deps,
+          p.kind === 'agent'
+            ? { agentId: p.agentId, workspaceId: p.workspaceId }
+            : { userId: p.userId, workspaceId: p.workspaceId },
+          req.params.id,
+        );
+      },
     );
 
     r.put(

@@ -178,11 +178,17 @@ export function summary(c: { id: string; provider: string; service: string; labe
   };
 }
 
-export async function listConnections(deps: ControlPlaneDeps, workspaceId: string) {
+/**
+ * A user sees the workspace's connections; an agent only those a policy binds it to, with only
+ * its own policy (other agents' bindings are not its business).
+ */
+export async function listConnections(deps: ControlPlaneDeps, workspaceId: string, agentId?: string) {
   const rows = await deps.prisma.connection.findMany({
-    where: { workspaceId, status: { not: 'revoked' } },
+    where: { workspaceId, status: { not: 'revoked' }, ...(agentId && { policies: { some: { agentId } } }) },
     orderBy: { createdAt: 'asc' },
-    include: { policies: { include: { agent: { select: { name: true } } } } },
+    include: {
+      policies: { where: agentId ? { agentId } : {}, include: { agent: { select: { name: true } } } },
+    },
   });
   return rows.map((c) => ({
     id: c.id,
@@ -236,8 +242,10 @@ export async function resolveCredentialsForDataPlane(
   return { ok: true, credentials, ttlMs };
 }
 
-async function scopedConnection(deps: ControlPlaneDeps, workspaceId: string, id: string) {
-  const c = await deps.prisma.connection.findFirst({ where: { id, workspaceId } });
+async function scopedConnection(deps: ControlPlaneDeps, workspaceId: string, id: string, agentId?: string) {
+  const c = await deps.prisma.connection.findFirst({
+    where: { id, workspaceId, ...(agentId && { policies: { some: { agentId } } }) },
+  });
   if (!c) throw Errors.notFound('connection not found');
   return c;
 }
@@ -272,15 +280,21 @@ async function revokeUpstream(
  * Irreversible: the encrypted credentials are destroyed, the row is kept for audit, and
  * every data plane sees the `revoked` descriptor (Model A and B blocked) via the outbox.
  */
-export async function revokeConnection(deps: ControlPlaneDeps, actor: Actor, id: string) {
-  const current = await scopedConnection(deps, actor.workspaceId, id);
+export async function revokeConnection(
+  deps: ControlPlaneDeps,
+  actor: { workspaceId: string } & ({ userId: string } | { agentId: string }),
+  id: string,
+) {
+  // An agent may revoke only what it is bound to (its own credential hygiene); anything else is 404.
+  const byAgent = 'agentId' in actor ? actor.agentId : undefined;
+  const current = await scopedConnection(deps, actor.workspaceId, id, byAgent);
   if (current.status === 'revoked') throw Errors.connectionRevoked('connection is already revoked');
   const providerRevocation = await revokeUpstream(deps, current);
   const event = auditEvent(deps, {
     action: 'connection_revoked',
-    actor: actor.userId,
+    actor: byAgent ? `agent:${byAgent}` : (actor as { userId: string }).userId,
     workspaceId: actor.workspaceId,
-    agentId: null,
+    agentId: byAgent ?? null,
     connectionId: id,
     decision: 'info',
     metadata: { provider: current.provider, service: current.service, providerRevocation },

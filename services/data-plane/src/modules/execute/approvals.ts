@@ -56,6 +56,7 @@ export async function fileApproval(
   scope: ApprovalScope,
   req: ExecuteModelB,
   decision: Extract<ExecutionDecision, { outcome: 'require_approval' }>,
+  presentedUrl?: string,
 ): Promise<ApprovalRequired> {
   const headers = sanitizeRequestHeaders(req.headers);
   const created = await ask(
@@ -73,8 +74,9 @@ export async function fileApproval(
         method: req.method,
         // What would execute: the canonical URL with the query merged (the raw spelling may
         // hide a different target behind dot segments).
-        url: decision.href,
-        ...(decision.href !== req.url && { requestedUrl: req.url }),
+        ...(presentedUrl
+          ? { url: presentedUrl, upstreamUrl: decision.href }
+          : { url: decision.href, ...(decision.href !== req.url && { requestedUrl: req.url }) }),
         headers: headers.ok ? headers.headers : {},
         body: req.body ?? null,
         requestFullFields: req.requestFullFields ?? false,

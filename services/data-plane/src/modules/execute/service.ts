@@ -8,9 +8,11 @@
  */
 import { BusError } from '@vlt/bus';
 import type { ConnectionDescriptor, ExecuteModelB } from '@vlt/contracts';
+import { pipeline, type Transform } from 'node:stream';
 import {
   evaluateExecution,
   planResponse,
+  type ResponsePlan,
   type ExecutionContext,
   type ExecutionDecision,
 } from '@vlt/policy-engine';
@@ -75,10 +77,24 @@ export async function resolveBinding(
   return { connection: conn, policy: found.policy };
 }
 
+export interface ExecuteOptions {
+  /**
+   * The URL reviewers and the agent's plugin know the request by, when it is not the provider
+   * URL itself (the LLM proxy: `llm://<provider>/<rest>`, ADR 0043).
+   */
+  presentedUrl?: string;
+  /**
+   * One more stage after the response filter for a streamed 2xx answer (the LLM proxy's
+   * redaction across text deltas), given the response plan; null adds nothing.
+   */
+  streamStage?: (plan: ResponsePlan | null, contentType: string | undefined) => Transform | null;
+}
+
 export async function executeModelB(
   deps: DataPlaneDeps,
   agent: AgentPrincipal,
   req: ExecuteModelB,
+  options: ExecuteOptions = {},
 ): Promise<Outcome> {
   const { connection, policy } = await resolveBinding(deps, agent, req);
   const meta = { model: 'B', method: req.method, provider: connection.provider, service: connection.service };
@@ -88,7 +104,7 @@ export async function executeModelB(
     if (!policy) {
       throw recorder.deny({ status: 403, reason: 'no policy allows this agent to use this connection' });
     }
-    return await runWithRateSlot({ deps, agent, req, connection, found: policy, recorder });
+    return await runWithRateSlot({ deps, agent, req, connection, found: policy, recorder, options });
   } catch (err) {
     recorder.settleFromError(err);
     throw err;
@@ -134,6 +150,7 @@ interface Call {
   connection: ConnectionDescriptor;
   found: FoundPolicy;
   recorder: CallRecorder;
+  options: ExecuteOptions;
 }
 
 interface RunContext extends ExecutionContext {
@@ -151,6 +168,7 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
       { agent, connectionId: connection.id, policyId: found.snapshot.policyId },
       req,
       decision,
+      call.options.presentedUrl,
     );
     // Filing an approval counts like a call that ran: the limit bounds reviewers' queues too.
     ctx.counted.value = true;
@@ -190,7 +208,16 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   // From here the request counts, whatever happens.
   ctx.counted.value = true;
   const started = performance.now();
-  if (req.stream || req.download) return respondStreamed(respond, started, req.download === true);
+  if (req.stream || req.download) {
+    const out = await respondStreamed(respond, started, req.download === true);
+    const stage =
+      'streamed' in out
+        ? call.options.streamStage?.(planResponse(policy, route), out.headers['content-type'])
+        : null;
+    // pipeline() carries errors and an agent hanging up both ways, so the recorder still sees them.
+    if (stage && 'streamed' in out) out.body = pipeline(out.body, stage, () => undefined);
+    return out;
+  }
   return respondBuffered(respond, started);
 }
 

@@ -1,0 +1,205 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  creditCardDetector,
+  emailDetector,
+  ipAddressDetector,
+  phoneDetector,
+  ssnDetector,
+  type Detector,
+} from './pii-detectors.js';
+import {
+  createLlmStreamRedaction,
+  holdBackFrom,
+  MAX_HELD,
+  type LlmStreamProtocol,
+} from './llm-stream-redaction.js';
+import { redactText } from './redaction.js';
+
+const detectors: Detector[] = [
+  emailDetector(),
+  phoneDetector(),
+  ssnDetector(),
+  creditCardDetector(),
+  ipAddressDetector(),
+];
+
+/** The SSE a provider sends for `deltas`, in its own protocol. */
+function providerStream(protocol: LlmStreamProtocol, deltas: string[]): string {
+  const ev = (data: unknown, event?: string) =>
+    `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
+  switch (protocol) {
+    case 'openai':
+      return (
+        ev({
+          id: 'c1',
+          object: 'chat.completion.chunk',
+          model: 'm',
+          choices: [{ index: 0, delta: { role: 'assistant', content: '' } }],
+        }) +
+        deltas
+          .map((d) =>
+            ev({
+              id: 'c1',
+              object: 'chat.completion.chunk',
+              model: 'm',
+              choices: [{ index: 0, delta: { content: d }, finish_reason: null }],
+            }),
+          )
+          .join('') +
+        ev({
+          id: 'c1',
+          object: 'chat.completion.chunk',
+          model: 'm',
+          choices: [{ index: 0, delta: {}, finish_reason: 'stop' }],
+        }) +
+        'data: [DONE]\n\n'
+      );
+    case 'anthropic':
+      return (
+        ev({ type: 'message_start', message: { id: 'm1' } }, 'message_start') +
+        ev(
+          { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+          'content_block_start',
+        ) +
+        deltas
+          .map((d) =>
+            ev(
+              { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: d } },
+              'content_block_delta',
+            ),
+          )
+          .join('') +
+        ev({ type: 'content_block_stop', index: 0 }, 'content_block_stop') +
+        ev({ type: 'message_stop' }, 'message_stop')
+      );
+    case 'gemini':
+      return deltas
+        .map((d, i) =>
+          ev({
+            candidates: [
+              {
+                index: 0,
+                content: { role: 'model', parts: [{ text: d }] },
+                ...(i === deltas.length - 1 && { finishReason: 'STOP' }),
+              },
+            ],
+          }),
+        )
+        .join('');
+  }
+}
+
+/** What the agent's SDK would accumulate as text from the SSE it receives. */
+function sdkText(protocol: LlmStreamProtocol, sse: string): string {
+  let text = '';
+  for (const block of sse.split('\n\n')) {
+    const data = block
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice(6))
+      .join('\n');
+    if (data === '' || data === '[DONE]') continue;
+    const j = JSON.parse(data) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    if (protocol === 'openai') for (const c of j.choices ?? []) text += c.delta?.content ?? '';
+    if (protocol === 'anthropic' && j.type === 'content_block_delta') text += j.delta.text;
+    if (protocol === 'gemini')
+      for (const c of j.candidates ?? []) for (const p of c.content?.parts ?? []) text += p.text ?? '';
+  }
+  return text;
+}
+
+/** Runs `sse` through the stage in chunks of the given sizes (bytes may split anywhere). */
+async function throughStage(protocol: LlmStreamProtocol, sse: string, sizes: number[]): Promise<string> {
+  const stage = createLlmStreamRedaction(protocol, detectors);
+  const bytes = Buffer.from(sse, 'utf8');
+  const out: Buffer[] = [];
+  stage.on('data', (c: Buffer) => out.push(c));
+  const done = new Promise((r) => stage.on('end', r));
+  let p = 0;
+  for (let i = 0; p < bytes.length; i++) {
+    const n = sizes[i % sizes.length]!;
+    stage.write(bytes.subarray(p, p + n));
+    p += n;
+  }
+  stage.end();
+  await done;
+  return Buffer.concat(out).toString('utf8');
+}
+
+/** Splits `text` into deltas at the given cut sizes (as a model's tokens would). */
+function deltasOf(text: string, sizes: number[]): string[] {
+  const out: string[] = [];
+  let p = 0;
+  for (let i = 0; p < text.length; i++) {
+    const n = sizes[i % sizes.length]!;
+    out.push(text.slice(p, p + n));
+    p += n;
+  }
+  return out;
+}
+
+const PROTOCOLS: LlmStreamProtocol[] = ['openai', 'anthropic', 'gemini'];
+
+describe('redaction across LLM text deltas', () => {
+  it.each(PROTOCOLS)(
+    '%s: an address split over two deltas is redacted; the text is otherwise intact',
+    async (protocol) => {
+      const sse = providerStream(protocol, ['Write to alice@exa', 'mple.com today.']);
+      const out = await throughStage(protocol, sse, [7, 300]);
+      expect(sdkText(protocol, out)).toBe('Write to [REDACTED_EMAIL] today.');
+      expect(out).not.toContain('alice');
+    },
+  );
+
+  it.each(PROTOCOLS)('%s: a phone number over four deltas is redacted', async (protocol) => {
+    const sse = providerStream(protocol, ['Call +1 (41', '5) 555', '-26', '71 now']);
+    const out = await throughStage(protocol, sse, [1000]);
+    expect(sdkText(protocol, out)).toBe(redactText('Call +1 (415) 555-2671 now', detectors));
+    expect(out).not.toContain('2671');
+  });
+
+  const piece = fc.constantFrom(
+    'jane.doe@example.com',
+    '+1 (415) 555-2671',
+    '123-45-6789',
+    '4111 1111 1111 1111',
+    '10.0.0.1',
+    'ünïcødé 😀',
+    'lorem',
+    'ipsum.',
+    'a',
+    '\n',
+  );
+  const text = fc.array(piece, { maxLength: 24 }).map((parts) => parts.join(' '));
+  const sizes = fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 6 });
+
+  it.each(PROTOCOLS)(
+    '%s: for any deltas and any byte chunking, the SDK text equals the whole text redacted',
+    async (protocol) => {
+      await fc.assert(
+        fc.asyncProperty(text, sizes, sizes, async (t, cuts, chunks) => {
+          const out = await throughStage(
+            protocol,
+            providerStream(protocol, deltasOf(t, cuts)),
+            chunks.map((c) => c * 5),
+          );
+          expect(sdkText(protocol, out)).toBe(redactText(t, detectors));
+        }),
+        { numRuns: 150 },
+      );
+    },
+  );
+
+  it('holds back at most MAX_HELD characters, and nothing after a finished word', () => {
+    expect(holdBackFrom('hello alice')).toBe(6);
+    expect(holdBackFrom('hello ')).toBe(6);
+    expect(holdBackFrom('call 555 123 ')).toBe(4);
+    expect(holdBackFrom('x'.repeat(1000))).toBe(1000 - MAX_HELD);
+  });
+
+  it('passes events it does not understand, and a stream without text, unchanged', async () => {
+    const sse = 'event: ping\ndata: {"type":"ping"}\n\n: comment\n\ndata: not json\n\n';
+    expect(await throughStage('anthropic', sse, [3])).toBe(sse);
+  });
+});

@@ -1,0 +1,271 @@
+/**
+ * Redaction across the text deltas of an LLM event stream (ADR 0043).
+ *
+ * The stream filters redact each SSE event on its own, but a model emits text a few characters
+ * per event: an address arrives as `alice@exa` + `mple.com`, which no single event shows. This
+ * stage follows each provider's text deltas (per choice, content block or candidate), holds
+ * back the tail of the text that could still become part of a match — the last word, and a run
+ * of digits and separators before it (phone, card, SSN and IP shapes span spaces, dashes and
+ * dots) — and emits it, redacted, in a later event, or in one synthetic delta event before the
+ * text ends. The agent's SDK accumulates the same text, shifted by at most MAX_HELD characters.
+ *
+ * Bounded and linear: an event larger than MAX_EVENT_BYTES, or anything that is not one of the
+ * provider's JSON events, passes unchanged (the per-event filters before this stage still
+ * applied to it); held text never exceeds MAX_HELD characters per slot.
+ */
+import { Transform } from 'node:stream';
+import type { Detector } from './pii-detectors.js';
+import { redactText } from './redaction.js';
+
+export type LlmStreamProtocol = 'openai' | 'anthropic' | 'gemini';
+
+/** Longest tail held back per slot; a match longer than this across events may be missed. */
+export const MAX_HELD = 256;
+const MAX_EVENT_BYTES = 1024 * 1024;
+
+/** Where the next safe emission point is: before the tail that could still grow into a match. */
+export function holdBackFrom(text: string): number {
+  let i = text.length;
+  while (i > 0 && !isSpace(text.charCodeAt(i - 1))) i--;
+  let j = i;
+  let digits = false;
+  while (j > 0 && isNumberish(text.charCodeAt(j - 1))) {
+    if (isDigit(text.charCodeAt(j - 1))) digits = true;
+    j--;
+  }
+  if (digits) i = j;
+  return Math.max(i, text.length - MAX_HELD);
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+/** Characters inside the built-in numeric shapes: digits, spaces, `()+-.`. */
+function isNumberish(c: number): boolean {
+  return isDigit(c) || c === 0x20 || c === 0x28 || c === 0x29 || c === 0x2b || c === 0x2d || c === 0x2e;
+}
+
+/** Per-slot held text; `emit` returns what may go out now, `flush` the rest. */
+class DeltaRedactor {
+  private held = new Map<string, string>();
+  constructor(private readonly detectors: readonly Detector[]) {}
+
+  emit(slot: string, delta: string): string {
+    const text = (this.held.get(slot) ?? '') + delta;
+    const cut = holdBackFrom(text);
+    this.held.set(slot, text.slice(cut));
+    return cut === 0 ? '' : redactText(text.slice(0, cut), this.detectors);
+  }
+
+  flush(slot: string): string {
+    const rest = this.held.get(slot) ?? '';
+    this.held.delete(slot);
+    return rest === '' ? '' : redactText(rest, this.detectors);
+  }
+
+  slots(): string[] {
+    return [...this.held.keys()].filter((k) => this.held.get(k) !== '');
+  }
+}
+
+interface SseEvent {
+  /** Lines other than `data:` (event, id, retry, comments), verbatim. */
+  other: string[];
+  data: string | null;
+}
+
+function parseEvent(block: string): SseEvent {
+  const other: string[] = [];
+  const data: string[] = [];
+  for (const line of block.split(/\r?\n/)) {
+    if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
+    else other.push(line);
+  }
+  return { other, data: data.length ? data.join('\n') : null };
+}
+
+function serialise(e: SseEvent, data: unknown): string {
+  const lines = [...e.other.filter((l) => l !== ''), `data: ${JSON.stringify(data)}`];
+  return `${lines.join('\n')}\n\n`;
+}
+
+type Json = Record<string, unknown>;
+const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** One protocol's view of an event: rewrites its deltas in place; returns events to send before it. */
+interface Protocol {
+  rewrite(event: SseEvent, data: Json, r: DeltaRedactor): { before: string[]; changed: boolean };
+  /** Synthetic events carrying held text at the end of the stream. */
+  finish(r: DeltaRedactor): string[];
+}
+
+function openAi(): Protocol {
+  let template: Json = {};
+  return {
+    rewrite(_e, data, r) {
+      const choices = data.choices;
+      if (!Array.isArray(choices)) return { before: [], changed: false };
+      template = { id: data.id, object: data.object, created: data.created, model: data.model };
+      let changed = false;
+      for (const ch of choices) {
+        if (!isObj(ch)) continue;
+        const slot = `c${String(ch.index ?? 0)}`;
+        const delta = isObj(ch.delta) ? ch.delta : null;
+        const content = delta && typeof delta.content === 'string' ? delta.content : null;
+        const finished = ch.finish_reason !== null && ch.finish_reason !== undefined;
+        if (content === null && !finished) continue;
+        let out = content === null ? '' : r.emit(slot, content);
+        if (finished) out += r.flush(slot);
+        if (delta && (content !== null || out !== '')) {
+          delta.content = out;
+          changed = true;
+        } else if (!delta && out !== '') {
+          ch.delta = { content: out };
+          changed = true;
+        }
+      }
+      return { before: [], changed };
+    },
+    finish(r) {
+      return r.slots().map((slot) => {
+        const index = Number(slot.slice(1));
+        const chunk = {
+          ...template,
+          choices: [{ index, delta: { content: r.flush(slot) }, finish_reason: null }],
+        };
+        return `data: ${JSON.stringify(chunk)}\n\n`;
+      });
+    },
+  };
+}
+
+function anthropic(): Protocol {
+  const synthetic = (index: number, text: string) =>
+    `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index, delta: { type: 'text_delta', text } })}\n\n`;
+  return {
+    rewrite(_e, data, r) {
+      const index = typeof data.index === 'number' ? data.index : 0;
+      const slot = `b${index}`;
+      if (data.type === 'content_block_delta' && isObj(data.delta) && data.delta.type === 'text_delta') {
+        const text = typeof data.delta.text === 'string' ? data.delta.text : '';
+        data.delta.text = r.emit(slot, text);
+        return { before: [], changed: true };
+      }
+      if (data.type === 'content_block_stop') {
+        const rest = r.flush(slot);
+        return { before: rest === '' ? [] : [synthetic(index, rest)], changed: false };
+      }
+      if (data.type === 'message_delta' || data.type === 'message_stop') {
+        const before = r.slots().map((s) => synthetic(Number(s.slice(1)), r.flush(s)));
+        return { before, changed: false };
+      }
+      return { before: [], changed: false };
+    },
+    finish(r) {
+      return r.slots().map((s) => synthetic(Number(s.slice(1)), r.flush(s)));
+    },
+  };
+}
+
+function gemini(): Protocol {
+  return {
+    rewrite(_e, data, r) {
+      const candidates = data.candidates;
+      if (!Array.isArray(candidates)) return { before: [], changed: false };
+      let changed = false;
+      for (const [pos, cand] of candidates.entries()) {
+        if (!isObj(cand)) continue;
+        const slot = `g${String(cand.index ?? pos)}`;
+        const content = isObj(cand.content) ? cand.content : null;
+        const parts = content && Array.isArray(content.parts) ? content.parts : [];
+        let last: Json | null = null;
+        for (const part of parts) {
+          if (isObj(part) && typeof part.text === 'string' && part.thought !== true) {
+            part.text = r.emit(slot, part.text);
+            last = part;
+            changed = true;
+          }
+        }
+        if (cand.finishReason !== undefined && cand.finishReason !== null) {
+          const rest = r.flush(slot);
+          if (rest !== '') {
+            if (last) last.text = `${String(last.text)}${rest}`;
+            else if (content) content.parts = [...parts, { text: rest }];
+            else cand.content = { role: 'model', parts: [{ text: rest }] };
+            changed = true;
+          }
+        }
+      }
+      return { before: [], changed };
+    },
+    finish(r) {
+      return r.slots().map((slot) => {
+        const index = Number(slot.slice(1));
+        const data = {
+          candidates: [{ index, content: { role: 'model', parts: [{ text: r.flush(slot) }] } }],
+        };
+        return `data: ${JSON.stringify(data)}\n\n`;
+      });
+    },
+  };
+}
+
+const PROTOCOLS: Record<LlmStreamProtocol, () => Protocol> = { openai: openAi, anthropic, gemini };
+
+/**
+ * The stage for one stream. Input and output are SSE bytes (UTF-8); events are cut at blank
+ * lines, so a chunk may end anywhere.
+ */
+export function createLlmStreamRedaction(
+  protocol: LlmStreamProtocol,
+  detectors: readonly Detector[],
+): Transform {
+  const r = new DeltaRedactor(detectors);
+  const p = PROTOCOLS[protocol]();
+  const decoder = new TextDecoder('utf-8');
+  let pending = '';
+  let searchFrom = 0;
+
+  const handle = (block: string): string => {
+    if (block.length > MAX_EVENT_BYTES) return `${block}\n\n`;
+    const event = parseEvent(block);
+    if (event.data === null) return `${block}\n\n`;
+    if (event.data.trim() === '[DONE]') return `${p.finish(r).join('')}${block}\n\n`;
+    let data: unknown;
+    try {
+      data = JSON.parse(event.data);
+    } catch {
+      return `${block}\n\n`;
+    }
+    if (!isObj(data)) return `${block}\n\n`;
+    const { before, changed } = p.rewrite(event, data, r);
+    return before.join('') + (changed ? serialise(event, data) : `${block}\n\n`);
+  };
+
+  return new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      pending += decoder.decode(chunk, { stream: true });
+      let out = '';
+      for (;;) {
+        const m = /\r?\n\r?\n/g;
+        m.lastIndex = Math.max(0, searchFrom - 3);
+        const hit = m.exec(pending);
+        if (!hit) break;
+        out += handle(pending.slice(0, hit.index));
+        pending = pending.slice(hit.index + hit[0].length);
+        searchFrom = 0;
+      }
+      searchFrom = pending.length;
+      cb(null, out === '' ? undefined : Buffer.from(out, 'utf8'));
+    },
+    flush(cb) {
+      pending += decoder.decode();
+      let out = pending.trim() === '' ? '' : handle(pending);
+      out += p.finish(r).join('');
+      cb(null, out === '' ? undefined : Buffer.from(out, 'utf8'));
+    },
+  });
+}

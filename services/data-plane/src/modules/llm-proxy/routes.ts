@@ -1,0 +1,137 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, Errors, libraryAppError } from '@vlt/service-kit';
+import type { DataPlaneDeps } from '../../deps.js';
+import { requireAgent } from '../../plugins/agent-auth.js';
+import { isLlmProvider, providerErrorBody, type LlmProvider } from './provider-shapes.js';
+import { proxyLlmCall } from './service.js';
+
+const PREFIX = '/v1/vault/llm/';
+const LEGACY_PREFIX = '/v1/llm/proxy/';
+
+/** Response headers that describe one hop or the provider's session, never relayed. */
+const NOT_RELAYED = new Set([
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'content-encoding',
+]);
+
+function providerOf(req: FastifyRequest): LlmProvider {
+  const p = (req.params as { provider?: string }).provider ?? '';
+  if (!isLlmProvider(p)) throw Errors.notFound(`unknown LLM provider ${p.slice(0, 40)}`);
+  return p;
+}
+
+/** The path after `/v1/vault/llm/<provider>`, exactly as the SDK sent it, and the raw query. */
+function splitTarget(rawUrl: string, provider: string): { path: string; query: string } {
+  const q = rawUrl.indexOf('?');
+  const pathPart = q === -1 ? rawUrl : rawUrl.slice(0, q);
+  const query = q === -1 ? '' : rawUrl.slice(q + 1);
+  const path = pathPart.slice(PREFIX.length + provider.length);
+  return { path: path === '' ? '/' : path, query };
+}
+
+/** Text bodies only: JSON and text are what the SDKs send (ADR 0043). */
+function isTextual(contentType: string | undefined): boolean {
+  if (!contentType) return true;
+  const ct = contentType.toLowerCase();
+  return ct.includes('json') || ct.startsWith('text/');
+}
+
+export function llmProxyRoutes(deps: DataPlaneDeps) {
+  return async function (app: FastifyInstance) {
+    // The body is forwarded as the SDK wrote it (numbers, key order): read as text, judged by
+    // the pipeline where the policy reads it.
+    app.removeAllContentTypeParsers();
+    app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+      if (!isTextual(req.headers['content-type'])) {
+        done(Errors.unsupportedMediaType('the LLM proxy forwards JSON and text bodies only'), undefined);
+        return;
+      }
+      done(null, body);
+    });
+
+    // Refusals in the provider's own error shape, so the SDK raises its API error with our message.
+    app.setErrorHandler((err: Error, req, reply) => {
+      const mapped = err instanceof AppError ? err : libraryAppError(err);
+      const provider = (req.params as { provider?: string }).provider ?? '';
+      if (!mapped || !isLlmProvider(provider)) throw err;
+      for (const name of ['content-type', 'content-length', 'cache-control', 'x-accel-buffering'])
+        reply.removeHeader(name);
+      if (mapped.extra.headers) void reply.headers(mapped.extra.headers);
+      return reply
+        .status(mapped.statusCode)
+        .type('application/json; charset=utf-8')
+        .send(
+          providerErrorBody(provider, {
+            status: mapped.statusCode,
+            code: mapped.code,
+            message: mapped.message,
+            auditId: mapped.extra.auditId,
+            retryAfter: mapped.extra.retryAfter,
+          }),
+        );
+    });
+
+    app.route({
+      method: ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'],
+      url: `${PREFIX}:provider/*`,
+      config: { agentToken: 'sdk' },
+      schema: { tags: ['execution'], security: [{ bearer: [] }], hide: false },
+      handler: async (req: FastifyRequest, reply: FastifyReply) => {
+        const agent = requireAgent(req);
+        const provider = providerOf(req);
+        const { path, query } = splitTarget(req.url, provider);
+        const out = await proxyLlmCall(deps, agent, {
+          provider,
+          method: req.method,
+          path,
+          query,
+          headers: req.headers,
+          body: typeof req.body === 'string' ? req.body : undefined,
+        });
+        if (out.kind === 'approval') {
+          const a = out.approval;
+          return reply.status(202).send({
+            ...a,
+            approvalUrl: out.presentedUrl,
+            // What an SDK that reads an `error` field shows; replay with x-vlt-approval-id once approved.
+            ...providerErrorBody(provider, {
+              status: 403,
+              code: 'APPROVAL_REQUIRED',
+              message: `approval required (request ${a.approvalRequestId}); once approved, retry with header x-vlt-approval-id: ${a.approvalRequestId}`,
+              auditId: a.auditId,
+            }),
+          });
+        }
+        if (out.kind === 'streamed') {
+          const r = out.result;
+          return reply.status(r.status).headers(r.headers).send(r.body);
+        }
+        const r = out.result;
+        for (const [name, value] of Object.entries(r.headers)) {
+          if (!NOT_RELAYED.has(name)) void reply.header(name, value);
+        }
+        void reply.header('x-vlt-audit-id', r.auditId);
+        const body = r.body;
+        if (body === null || body === undefined) return reply.status(r.status).send();
+        if (typeof body === 'string') return reply.status(r.status).send(body);
+        return reply
+          .status(r.status)
+          .type(r.headers['content-type'] ?? 'application/json')
+          .send(JSON.stringify(body));
+      },
+    });
+
+    // The former path: a permanent redirect that keeps method and body (308), query kept.
+    app.route({
+      method: ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'],
+      url: `${LEGACY_PREFIX}:provider/*`,
+      config: { agentToken: 'none' },
+      schema: { tags: ['execution'] },
+      handler: async (req: FastifyRequest, reply: FastifyReply) =>
+        reply.redirect(`${PREFIX}${req.url.slice(LEGACY_PREFIX.length)}`, 308),
+    });
+  };
+}

@@ -1,0 +1,165 @@
+/**
+ * The LLM proxy (ADR 0043): an official SDK, pointed at `/v1/vault/llm/<provider>`, sends its
+ * request as it would to the provider. It becomes a Model B call on the provider's singleton
+ * connection — the same pipeline, rules, approvals, rate limits and response filters — and the
+ * answer goes back in the provider's own shape, with no envelope.
+ */
+import { SERVICES, type ConnectionDescriptor, type ExecuteModelB } from '@vlt/contracts';
+import { createLlmStreamRedaction, type LlmStreamProtocol } from '@vlt/policy-engine';
+import { Errors } from '@vlt/service-kit';
+import type { DataPlaneDeps } from '../../deps.js';
+import type { AgentPrincipal } from '../../plugins/agent-auth.js';
+import {
+  executeModelB,
+  type ApprovalRequired,
+  type ExecutionResult,
+  type StreamedResult,
+} from '../execute/service.js';
+import type { LlmProvider } from './provider-shapes.js';
+
+/** How each provider streams text deltas (for redaction across events, ADR 0043). */
+const STREAM_PROTOCOL: Record<LlmProvider, LlmStreamProtocol> = {
+  llm_a: 'anthropic',
+  llm_b: 'openai',
+  llm_c: 'gemini',
+  llm_d: 'openai',
+};
+
+/**
+ * Request headers an SDK sends that the provider reads. Everything else (its key headers, which
+ * carry the agent token here, telemetry, cookies) stays with the vault.
+ */
+const FORWARDED_HEADERS = new Set([
+  'content-type',
+  'accept',
+  'anthropic-version',
+  'anthropic-beta',
+  'openai-organization',
+  'openai-project',
+  'openai-beta',
+  'idempotency-key',
+  'x-goog-api-client',
+  'user-agent',
+]);
+
+/** Query parameters never forwarded: a key in the query would be the agent's token. */
+const DROPPED_QUERY = new Set(['key']);
+
+/** The largest body inspected for `"stream": true` (bigger bodies are still forwarded). */
+const STREAM_PROBE_LIMIT = 10 * 1024 * 1024;
+
+export interface LlmCall {
+  provider: LlmProvider;
+  method: string;
+  /** Path after `/v1/vault/llm/<provider>`, as sent (starts with `/`). */
+  path: string;
+  /** Raw query string without `?`, or ''. */
+  query: string;
+  headers: Record<string, string | string[] | undefined>;
+  /** The body as text (JSON or text), undefined when there is none. */
+  body: string | undefined;
+}
+
+export type LlmOutcome =
+  | { kind: 'approval'; approval: ApprovalRequired; presentedUrl: string }
+  | { kind: 'streamed'; result: StreamedResult }
+  | { kind: 'buffered'; result: ExecutionResult };
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const METHODS = new Set(['GET', 'POST', 'PUT', 'DELETE', 'PATCH']);
+
+function singletonService(provider: LlmProvider) {
+  return SERVICES.find((s) => s.provider === provider && s.singleton)!;
+}
+
+function connectionOf(
+  deps: DataPlaneDeps,
+  agent: AgentPrincipal,
+  service: string,
+): ConnectionDescriptor | null {
+  const live = deps.caches
+    .connectionsOf(agent.workspaceId)
+    .filter((c) => c.service === service && c.singleton && c.status !== 'revoked');
+  return live.length === 1 ? live[0]! : null;
+}
+
+/** `stream: true` in a JSON body, or a provider's own streaming endpoint (`:streamGenerateContent`, `alt=sse`). */
+export function wantsStream(call: Pick<LlmCall, 'path' | 'query' | 'body' | 'headers'>): boolean {
+  if (/:streamGenerateContent$/.test(call.path)) return true;
+  if (new URLSearchParams(call.query).get('alt') === 'sse') return true;
+  const ct = String(call.headers['content-type'] ?? '').toLowerCase();
+  if (call.body === undefined || !ct.includes('json') || call.body.length > STREAM_PROBE_LIMIT) return false;
+  // Cheap precheck before parsing: most non-streaming bodies never mention it.
+  if (!call.body.includes('"stream"')) return false;
+  try {
+    const parsed: unknown = JSON.parse(call.body);
+    return typeof parsed === 'object' && parsed !== null && (parsed as { stream?: unknown }).stream === true;
+  } catch {
+    return false; // the pipeline refuses malformed JSON where the policy reads the body
+  }
+}
+
+function forwardedHeaders(h: LlmCall['headers']): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(h)) {
+    if (!FORWARDED_HEADERS.has(name) || value === undefined) continue;
+    out[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return out;
+}
+
+function forwardedQuery(raw: string): string {
+  if (raw === '') return '';
+  const kept = raw.split('&').filter((pair) => {
+    const name = decodeURIComponentSafe(pair.split('=', 1)[0] ?? '');
+    return name !== '' && !DROPPED_QUERY.has(name);
+  });
+  return kept.length ? `?${kept.join('&')}` : '';
+}
+
+function decodeURIComponentSafe(s: string): string {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch {
+    return s;
+  }
+}
+
+export async function proxyLlmCall(
+  deps: DataPlaneDeps,
+  agent: AgentPrincipal,
+  call: LlmCall,
+): Promise<LlmOutcome> {
+  if (!METHODS.has(call.method)) throw Errors.badRequest(`method ${call.method} is not supported`);
+  const service = singletonService(call.provider);
+  const connection = connectionOf(deps, agent, service.id);
+  if (!connection) throw Errors.notFound(`no ${service.id} connection in this workspace`);
+  const base = (connection.baseUrl ?? deps.config.providers[call.provider].apiUrl ?? '').replace(/\/+$/, '');
+  if (base === '') throw Errors.notFound(`no API URL is known for ${call.provider}`);
+  const approvalId = call.headers['x-vlt-approval-id'];
+  if (approvalId !== undefined && (typeof approvalId !== 'string' || !UUID.test(approvalId))) {
+    throw Errors.badRequest('x-vlt-approval-id must be an approval request id');
+  }
+  const req: ExecuteModelB = {
+    model: 'B',
+    service: service.id,
+    method: call.method as ExecuteModelB['method'],
+    url: `${base}${call.path}${forwardedQuery(call.query)}`,
+    headers: forwardedHeaders(call.headers),
+    ...(call.body !== undefined && call.body !== '' && { body: call.body }),
+    stream: wantsStream(call),
+    ...(typeof approvalId === 'string' && { approvalId }),
+    context: { via: 'llm_proxy', provider: call.provider },
+  };
+  const presentedUrl = `llm://${call.provider}${call.path}`;
+  const out = await executeModelB(deps, agent, req, {
+    presentedUrl,
+    streamStage: (plan, contentType) =>
+      plan && plan.detectors.length > 0 && (contentType ?? '').toLowerCase().includes('text/event-stream')
+        ? createLlmStreamRedaction(STREAM_PROTOCOL[call.provider], plan.detectors)
+        : null,
+  });
+  if ('approvalRequired' in out) return { kind: 'approval', approval: out, presentedUrl };
+  if ('streamed' in out) return { kind: 'streamed', result: out };
+  return { kind: 'buffered', result: out };
+}
