@@ -348,6 +348,8 @@ export function putAllowlists(admin: Admin, policyId: string, allowlists: Allowl
 export interface ExecuteRequest {
   model?: string;
   connectionId?: string;
+  /** A singleton service, addressed by name instead of connectionId. */
+  service?: string;
   method?: string;
   url?: string;
   query?: Record<string, string>;

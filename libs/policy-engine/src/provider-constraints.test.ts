@@ -102,6 +102,14 @@ describe('chatbot_b', () => {
     [`${SLACK}/conversations.history?channel=C2`, undefined, true],
     [`${SLACK}/conversations.history?channel=C9`, undefined, false],
     [`${SLACK}/conversations.list`, undefined, true],
+    // Direct-message channels are exempt from the channel list (the user list still filters what it hears).
+    [`${SLACK}/chat.postMessage`, { channel: 'D0123ABC', text: 'dm' }, true],
+    [`${SLACK}/conversations.history?channel=D0123ABC`, undefined, true],
+    [`${SLACK}/files.upload`, { channels: 'C1,D0123ABC' }, true],
+    // Only the real shape counts as a DM: lower case, a bare "D" or a prefix trick is a channel.
+    [`${SLACK}/chat.postMessage`, { channel: 'd0123abc', text: 'x' }, false],
+    [`${SLACK}/chat.postMessage`, { channel: 'D', text: 'x' }, false],
+    [`${SLACK}/chat.postMessage`, { channel: 'D01,C9', text: 'x' }, false],
   ])('%s %j → %s', (url, body, ok) => {
     expect(check(botB, url, body)).toBe(ok);
   });
@@ -121,7 +129,9 @@ describe('chatbot_b', () => {
       ok: true,
       messages: [{ user: 'U1', text: 'a' }],
     });
-    expect(f({ channels: [{ id: 'C1' }, { id: 'C3' }] })).toEqual({ channels: [{ id: 'C1' }] });
+    expect(f({ channels: [{ id: 'C1' }, { id: 'C3' }, { id: 'D0123ABC' }] })).toEqual({
+      channels: [{ id: 'C1' }, { id: 'D0123ABC' }],
+    });
     expect(
       f({
         messages: {

@@ -11,9 +11,10 @@
  *   reduced to updates whose chat is allowed; an update whose chat cannot be determined is
  *   dropped.
  * - chatbot_b (workspace chat): every `channel`, `channel_id` or `channels` (comma list or
- *   array) in query or body must be an allowed channel. Inbound, message lists keep only
- *   messages whose `user` is allowed (messages without a user are dropped) and channel lists
- *   keep only allowed channels.
+ *   array) in query or body must be an allowed channel, except direct-message channels (ids
+ *   `D…`): a channel list bounds where the agent works in public, the user list bounds whom it
+ *   hears. Inbound, message lists keep only messages whose `user` is allowed (messages without
+ *   a user are dropped) and channel lists keep only allowed and direct-message channels.
  * - suite_b (enterprise suite, opt-in): ids are taken from URL segments after `chats`,
  *   `channels` and `tenants` (also the `chats('id')` key form) and from `chatId`, `channelId`
  *   and `tenantId` keys anywhere in the body; `$batch` requests are checked per sub-request.
@@ -95,7 +96,7 @@ function idString(v: unknown): string | null {
 
 function checkIds(
   values: unknown[],
-  allowed: ReadonlySet<string>,
+  allowed: { has(id: string): boolean },
   what: string,
   split = false,
 ): ConstraintResult {
@@ -139,7 +140,18 @@ function checkChatbotB(
   if (pc.allowedChannelIds.length === 0) return OK;
   const ids = requestIds(t, body, CHANNEL_KEYS);
   if (ids === null) return { ok: false as const, reason: 'request body cannot be inspected for channel ids' };
-  return checkIds(ids, new Set(pc.allowedChannelIds), 'channel', true);
+  const allowed = new Set(pc.allowedChannelIds);
+  return checkIds(
+    ids,
+    { has: (id: string) => allowed.has(id) || isDirectMessageChannel(id) },
+    'channel',
+    true,
+  );
+}
+
+/** Workspace-chat direct-message channel ids (`D` + upper-case alphanumerics). */
+export function isDirectMessageChannel(id: string): boolean {
+  return /^D[A-Z0-9]{2,40}$/.test(id);
 }
 
 type SuiteBIds = { tenant: unknown[]; chat: unknown[]; channel: unknown[]; unnamedChannel: boolean };
@@ -345,7 +357,7 @@ export function inboundFilterFor(pc: ProviderConstraints | null, path: string): 
       const channelOk = (id: unknown): boolean => {
         if (channels.size === 0) return true;
         const c = idString(id);
-        return c !== null && channels.has(c);
+        return c !== null && (channels.has(c) || isDirectMessageChannel(c));
       };
       return (value) => {
         let out = filterArrayField(value, 'messages', userOk);

@@ -1,0 +1,152 @@
+/**
+ * Provider constraints end to end through real OAuth connections: the team-chat bot
+ * (`chatbot_b`: channels, DM channels exempt) and the enterprise suite's team chats (`suite_b`:
+ * chat ids from the URL). Each refusal is 403, audited at the provider-constraints step, and the
+ * provider sees no request. (`chatbot_a` chat ids: tests/connections/bot-and-api-key.test.ts.)
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createPolicy,
+  execute,
+  expectStatus,
+  http,
+  pollAudit,
+  putProviderConstraints,
+} from '../support/api-client.js';
+import { connectOAuth, startConnectionsGateway, type ConnectionsGateway } from '../support/mock-providers.js';
+
+const SHAPES = ['embedded', 'services'] as const;
+const RW = {
+  allowedModels: ['B'] as ('A' | 'B')[],
+  defaultMode: 'read_write',
+  stepUpApproval: 'never',
+} as const;
+
+describe.each(SHAPES)('provider constraints through real connections (%s)', (shape) => {
+  let fx: ConnectionsGateway;
+  let agent: { id: string; token: string };
+
+  beforeAll(async () => {
+    fx = await startConnectionsGateway({ shape });
+    agent = await fx.newAgent();
+  }, 120_000);
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  async function bind(service: string, constraints: unknown) {
+    const { connection } = await connectOAuth(fx, { service, scopes: [] });
+    const { policy } = await createPolicy(fx.admin, agent.id, connection.id, RW);
+    expectStatus(await putProviderConstraints(fx.admin, policy.id, constraints), 200);
+    return connection.id;
+  }
+
+  /** Runs `call` and returns how many requests the provider's API saw meanwhile. */
+  async function providerCalls<T>(call: () => Promise<T>): Promise<{ result: T; calls: number }> {
+    const before = fx.mock.apiRequests.length;
+    const result = await call();
+    return { result, calls: fx.mock.apiRequests.length - before };
+  }
+
+  describe('chatbot_b (team-chat bot)', () => {
+    beforeAll(async () => {
+      await bind('chatbot_b', {
+        provider: 'chatbot_b',
+        allowedChannelIds: ['C0ALLOWED'],
+        allowedUserIds: [],
+      });
+    });
+    const post = (channel: string) =>
+      execute(fx.base, agent.token, {
+        service: 'chatbot_b',
+        method: 'POST',
+        url: `${fx.mock.url}/api/chat.postMessage`,
+        body: { channel, text: 'status update' },
+      });
+
+    it('posts to an allowed channel (the singleton is addressed by service)', async () => {
+      const { result, calls } = await providerCalls(() => post('C0ALLOWED'));
+      expect(result.status, result.text).toBe(200);
+      expect(calls).toBe(1);
+    });
+
+    it('refuses another channel with 403, audited, and the provider sees nothing', async () => {
+      const { result, calls } = await providerCalls(() => post('C0OTHER'));
+      expect(result.status, result.text).toBe(403);
+      expect(calls).toBe(0);
+      const auditId = (result.body as { auditId?: string }).auditId;
+      const rows = await pollAudit(fx.admin, { action: 'execution_denied', agentId: agent.id }, (e) =>
+        e.some((x) => x.auditId === auditId),
+      );
+      expect(rows.find((x) => x.auditId === auditId)?.metadata).toMatchObject({
+        step: 'provider_constraints',
+      });
+    });
+
+    it('a direct-message channel is exempt from the channel list', async () => {
+      const { result, calls } = await providerCalls(() => post('D0DIRECT1'));
+      expect(result.status, result.text).toBe(200);
+      expect(calls).toBe(1);
+    });
+
+    it('a channel hidden in a comma list is still checked', async () => {
+      const { result, calls } = await providerCalls(() => post('D0DIRECT1,C0OTHER'));
+      expect(result.status, result.text).toBe(403);
+      expect(calls).toBe(0);
+    });
+  });
+
+  describe('suite_b (team chats)', () => {
+    let connectionId: string;
+    beforeAll(async () => {
+      connectionId = await bind('suite_b-teams', {
+        provider: 'suite_b',
+        allowedTenantIds: [],
+        allowedChatIds: ['19:allowed@thread.v2'],
+        allowedChannelIds: [],
+      });
+    });
+    const send = (chatId: string) =>
+      execute(fx.base, agent.token, {
+        connectionId,
+        method: 'POST',
+        url: `${fx.mock.url}/v1.0/chats/${encodeURIComponent(chatId)}/messages`,
+        body: { body: { content: 'hello' } },
+      });
+
+    it('sends to an allowed chat', async () => {
+      const { result, calls } = await providerCalls(() => send('19:allowed@thread.v2'));
+      expect(result.status, result.text).toBe(200);
+      expect(calls).toBe(1);
+    });
+
+    it('refuses another chat taken from the URL with 403; the provider sees nothing', async () => {
+      const { result, calls } = await providerCalls(() => send('19:other@thread.v2'));
+      expect(result.status, result.text).toBe(403);
+      expect(calls).toBe(0);
+    });
+
+    it('refuses a chat id named in the body of an allowed path', async () => {
+      const { result, calls } = await providerCalls(() =>
+        execute(fx.base, agent.token, {
+          connectionId,
+          method: 'POST',
+          url: `${fx.mock.url}/v1.0/chats/${encodeURIComponent('19:allowed@thread.v2')}/messages`,
+          body: { body: { content: 'x' }, chatId: '19:other@thread.v2' },
+        }),
+      );
+      expect(result.status, result.text).toBe(403);
+      expect(calls).toBe(0);
+    });
+
+    it('constraints naming another provider are refused (400)', async () => {
+      const { connection } = await connectOAuth(fx, { service: 'suite_b-mail', scopes: [] });
+      const { policy } = await createPolicy(fx.admin, agent.id, connection.id, RW);
+      const r = await http('PUT', `${fx.base}/v1/policies/${policy.id}/provider-constraints`, {
+        headers: fx.admin.headers,
+        json: { providerConstraints: { provider: 'chatbot_b', allowedChannelIds: [], allowedUserIds: [] } },
+      });
+      expect(r.status, r.text).toBe(400);
+    });
+  });
+});
