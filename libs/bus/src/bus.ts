@@ -64,6 +64,12 @@ export interface ConsumerOptions {
   maxDeliver?: number;
   /** How long a delivered message may stay unacked before redelivery (default 30 s). */
   ackWaitMs?: number;
+  /**
+   * Handlers running at once (default 1: one after another, in stream order). Above 1, order
+   * is not kept; a handler may then batch work across the messages in flight (the audit
+   * writer inserts them in one statement). Each message is still acked on its own outcome.
+   */
+  concurrency?: number;
 }
 
 export interface Consumer {

@@ -130,7 +130,7 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
         throw new BusError(`filter ${filter} is outside the events stream (${names.eventsWildcard})`);
       }
       const durable = stream.durable(copts.durable, filter, copts.maxDeliver ?? 10);
-      return track(runConsumer(stream, durable, handler, log));
+      return track(runConsumer(stream, durable, handler, log, Math.max(1, copts.concurrency ?? 1)));
     },
 
     async request(subject, data, ropts) {
@@ -552,30 +552,55 @@ function runConsumer(
   d: DurableState,
   handler: (msg: StreamMessage) => Promise<HandlerOutcome>,
   log: BusLogger,
+  concurrency = 1,
 ): Consumer {
   let stopping = false;
   let wake: (() => void) | undefined;
   const waiter = () => wake?.();
   d.waiters.add(waiter);
 
+  let retryTimer: NodeJS.Timeout | undefined;
   const waitForWork = (retryAt: number | undefined) =>
     new Promise<void>((resolve) => {
-      const timer =
+      // A wait abandoned because a running handler finished first leaves no timer behind.
+      clearTimeout(retryTimer);
+      retryTimer =
         retryAt === undefined ? undefined : setTimeout(resolve, Math.max(0, retryAt - Date.now()));
       wake = () => {
-        if (timer) clearTimeout(timer);
+        clearTimeout(retryTimer);
         resolve();
       };
     });
 
+  const running = new Set<Promise<void>>();
   const loop = (async () => {
     let sinceYield = 0;
     while (!stopping) {
-      const next = stream.next(d, Date.now());
-      if (!('event' in next)) {
-        await waitForWork(next.retryAt);
+      if (running.size >= concurrency) {
+        await Promise.race(running);
         continue;
       }
+      const next = stream.next(d, Date.now());
+      if (!('event' in next)) {
+        await (running.size > 0
+          ? Promise.race([...running, waitForWork(next.retryAt)])
+          : waitForWork(next.retryAt));
+        continue;
+      }
+      const p: Promise<void> = handleOne(next).finally(() => running.delete(p));
+      running.add(p);
+      // Handlers that resolve at once would otherwise starve timers and I/O during a backlog.
+      if (++sinceYield >= 64) {
+        sinceYield = 0;
+        await new Promise<void>((r) => setImmediate(r));
+      }
+    }
+    await Promise.all(running);
+    clearTimeout(retryTimer);
+  })();
+
+  async function handleOne(next: { event: StoredEvent; deliveryCount: number }): Promise<void> {
+    {
       const { event, deliveryCount } = next;
       const headers = { ...event.headers };
       const msg: StreamMessage = {
@@ -610,13 +635,8 @@ function runConsumer(
         }
         stream.finish(d, event.seq);
       }
-      // Handlers that resolve at once would otherwise starve timers and I/O during a backlog.
-      if (++sinceYield >= 64) {
-        sinceYield = 0;
-        await new Promise<void>((r) => setImmediate(r));
-      }
     }
-  })();
+  }
 
   return {
     async stop() {

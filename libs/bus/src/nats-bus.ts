@@ -220,7 +220,19 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
         throw wrap(err, `cannot bind consumer ${durable}`);
       });
       return track(
-        runConsumer(nc, consumer, { durable, maxDeliver, prefetch, drainMs: stopDrainMs }, handler, log),
+        runConsumer(
+          nc,
+          consumer,
+          {
+            durable,
+            maxDeliver,
+            prefetch,
+            drainMs: stopDrainMs,
+            concurrency: Math.max(1, Math.min(copts.concurrency ?? 1, prefetch)),
+          },
+          handler,
+          log,
+        ),
       );
     },
 
@@ -393,7 +405,7 @@ type PullConsumer = Awaited<ReturnType<JetStreamClient['consumers']['get']>>;
 function runConsumer(
   nc: NatsConnection,
   consumer: PullConsumer,
-  cfg: { durable: string; maxDeliver: number; prefetch: number; drainMs: number },
+  cfg: { durable: string; maxDeliver: number; prefetch: number; drainMs: number; concurrency: number },
   handler: (msg: StreamMessage) => Promise<HandlerOutcome>,
   log: BusLogger,
 ): Consumer {
@@ -448,13 +460,17 @@ function runConsumer(
       try {
         current = await consumer.consume({ max_messages: cfg.prefetch });
         if (stopping) current.stop();
+        const running = new Set<Promise<void>>();
         for await (const m of current) {
           // After stop() the pull has ended, but what was already delivered to us is handled
           // (graceful drain). Past the deadline it is left unacked and comes back after ackWait.
           // Not nak'd: a 2.9 server can lose a nak'd redelivery until ackWait when no pull waits.
           if (stopping && Date.now() > drainDeadline) continue;
-          await handle(m);
+          const p: Promise<void> = handle(m).finally(() => running.delete(p));
+          running.add(p);
+          if (running.size >= cfg.concurrency) await Promise.race(running);
         }
+        await Promise.all(running);
       } catch (err) {
         if (!stopping)
           log.warn({ durable: cfg.durable, err: errorMessage(err) }, 'bus: consumer interrupted; resuming');

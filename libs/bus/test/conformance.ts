@@ -179,6 +179,56 @@ export function describeBusConformance(label: string, open: () => Promise<Confor
         expect(Object.keys(got.items[0]!.headers).some((k) => /^nats-/i.test(k))).toBe(false);
       });
 
+      it('concurrency N runs up to N handlers at once; each message is acked once; default is one at a time', async () => {
+        const { subject, filter, durable } = topic();
+        for (let i = 1; i <= 8; i++) await bus.publish(subject, { i }, { msgId: `${durable}-c${i}` });
+        let running = 0;
+        let peak = 0;
+        const gate = deferred<void>();
+        const got = new Inbox<number>();
+        const c = await bus.consume({ durable, filterSubject: filter, concurrency: 4 }, async (m) => {
+          running++;
+          peak = Math.max(peak, running);
+          if (peak >= 4) gate.resolve();
+          await gate.promise;
+          running--;
+          got.push((m.data as { i: number }).i);
+          return ack;
+        });
+        await got.count(8);
+        await c.stop();
+        expect(peak).toBe(4);
+        expect([...got.items].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+
+        // Acked: a new consumer on the same durable gets nothing again.
+        const again = new Inbox<unknown>();
+        const c2 = await bus.consume(
+          { durable, filterSubject: filter },
+          async (m) => (again.push(m.data), ack),
+        );
+        await sleep(300);
+        await c2.stop();
+        expect(again.items).toEqual([]);
+
+        const { subject: s2, filter: f2, durable: d2 } = topic();
+        for (let i = 1; i <= 4; i++) await bus.publish(s2, { i }, { msgId: `${d2}-s${i}` });
+        let one = 0;
+        let onePeak = 0;
+        const seq = new Inbox<number>();
+        const c3 = await bus.consume({ durable: d2, filterSubject: f2 }, async (m) => {
+          one++;
+          onePeak = Math.max(onePeak, one);
+          await sleep(5);
+          one--;
+          seq.push((m.data as { i: number }).i);
+          return ack;
+        });
+        await seq.count(4);
+        await c3.stop();
+        expect(onePeak).toBe(1);
+        expect(seq.items).toEqual([1, 2, 3, 4]);
+      });
+
       it('stores a msgId published twice only once', async () => {
         const { subject, filter, durable } = topic();
         await bus.publish(subject, 'first', { msgId: `${durable}-dup` });
