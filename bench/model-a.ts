@@ -33,7 +33,6 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -44,7 +43,6 @@ import { Pool } from 'undici';
 import { startAllInOne } from '@vlt/all-in-one';
 import { loadConfig } from '@vlt/config';
 import { serviceSpec } from '@vlt/contracts';
-import { applyMigrations } from '@vlt/db';
 import { createPolicy } from '@vlt/test-support/api-client.js';
 import { agentToken, enrolledAgent, newUser, type TestAgent } from '@vlt/test-support/identity-harness.js';
 import {
@@ -54,6 +52,7 @@ import {
   type MockProviders,
 } from '@vlt/test-support/mock-providers.js';
 import { createTestPki } from '@vlt/test-support/test-pki.js';
+import { benchDatabase, freePort, installWatchdog } from './support.js';
 
 const HARD_LIMIT_MS = 90_000;
 const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 2_000);
@@ -67,56 +66,7 @@ const AUDIT_WAIT_MS = 5_000;
 
 const started = Date.now();
 let cleanup: () => Promise<void> = async () => {};
-setTimeout(() => {
-  console.error(`model-a bench exceeded ${HARD_LIMIT_MS / 1000} s; aborting`);
-  const bounded = new Promise((r) => setTimeout(r, 3_000));
-  void Promise.race([cleanup(), bounded]).finally(() => process.exit(2));
-}, HARD_LIMIT_MS - 4_000).unref();
-
-function reachable(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host, port });
-    const done = (ok: boolean) => {
-      s.destroy();
-      resolve(ok);
-    };
-    s.setTimeout(1000, () => done(false));
-    s.once('connect', () => done(true));
-    s.once('error', () => done(false));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** A throw-away database on the real server, or null for embedded PGlite. */
-async function benchDatabase(): Promise<{ url: string; drop(): Promise<void> } | null> {
-  const admin = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
-  const u = new URL(admin);
-  if (!(await reachable(u.hostname || '127.0.0.1', Number(u.port || 5432)))) return null;
-  const name = `vlt_bench_model_a_${randomBytes(4).toString('hex')}`;
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE "${name}"`);
-  await c.end();
-  u.pathname = `/${name}`;
-  await applyMigrations(u.toString());
-  return {
-    url: u.toString(),
-    drop: async () => {
-      const d = new pg.Client({ connectionString: admin });
-      await d.connect();
-      await d.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await d.end();
-    },
-  };
-}
+installWatchdog('model-a', HARD_LIMIT_MS, () => cleanup);
 
 let ipCounter = 0;
 /** A new client address per token request (172.16.0.0/12, apart from the set-up helpers' 10/8). */
@@ -182,7 +132,7 @@ function quantile(sorted: number[], q: number): number {
 const settle = () => new Promise((r) => setTimeout(r, 150));
 
 async function main() {
-  const db = await benchDatabase();
+  const db = await benchDatabase('model_a');
   const pki = await createTestPki();
   let mock: MockProviders | undefined;
   // Whatever happens (start-up failure, the hard time limit), the throw-away database goes.

@@ -19,18 +19,16 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import pg from 'pg';
 import pino from 'pino';
 import { Pool } from 'undici';
 import type { webcrypto } from 'node:crypto';
 import { startAllInOne } from '@vlt/all-in-one';
 import { loadConfig } from '@vlt/config';
-import { applyMigrations } from '@vlt/db';
+import { benchDatabase, freePort, installWatchdog } from './support.js';
 
 type CryptoKey = webcrypto.CryptoKey;
 
@@ -42,56 +40,7 @@ const AGENTS = Number(process.env.BENCH_AGENTS ?? 16);
 
 const started = Date.now();
 let cleanup: () => Promise<void> = async () => {};
-setTimeout(() => {
-  console.error(`token-endpoint bench exceeded ${HARD_LIMIT_MS / 1000} s; aborting`);
-  const bounded = new Promise((r) => setTimeout(r, 3_000));
-  void Promise.race([cleanup(), bounded]).finally(() => process.exit(2));
-}, HARD_LIMIT_MS - 4_000).unref();
-
-function reachable(host: string, port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host, port });
-    const done = (ok: boolean) => {
-      s.destroy();
-      resolve(ok);
-    };
-    s.setTimeout(1000, () => done(false));
-    s.once('connect', () => done(true));
-    s.once('error', () => done(false));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** A throw-away database on the real server, or null for embedded PGlite. */
-async function benchDatabase(): Promise<{ url: string; drop(): Promise<void> } | null> {
-  const admin = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
-  const u = new URL(admin);
-  if (!(await reachable(u.hostname || '127.0.0.1', Number(u.port || 5432)))) return null;
-  const name = `vlt_bench_token_${randomBytes(4).toString('hex')}`;
-  const c = new pg.Client({ connectionString: admin });
-  await c.connect();
-  await c.query(`CREATE DATABASE "${name}"`);
-  await c.end();
-  u.pathname = `/${name}`;
-  await applyMigrations(u.toString());
-  return {
-    url: u.toString(),
-    drop: async () => {
-      const d = new pg.Client({ connectionString: admin });
-      await d.connect();
-      await d.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-      await d.end();
-    },
-  };
-}
+installWatchdog('token-endpoint', HARD_LIMIT_MS, () => cleanup);
 
 let ipCounter = 0;
 /** A new client address per request: 10.x.y.z, never repeating within the run. */
@@ -146,7 +95,7 @@ function quantile(sorted: number[], q: number): number {
 }
 
 async function main() {
-  const db = await benchDatabase();
+  const db = await benchDatabase('token');
   const dataDir = mkdtempSync(path.join(tmpdir(), 'vlt-bench-token-'));
   // Whatever happens (start-up failure, the hard time limit), the throw-away database goes.
   cleanup = async () => {

@@ -1,0 +1,65 @@
+/**
+ * What the in-process benchmarks share: a watchdog that bounds the run, a throw-away database
+ * on the real PostgreSQL (or null for embedded PGlite), and free ports.
+ */
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import pg from 'pg';
+import { applyMigrations } from '@vlt/db';
+
+/**
+ * Aborts the process (exit 2) when the run exceeds `limitMs`, after giving `cleanup()` — read
+ * when the watchdog fires, so callers can install it late — 3 s to tidy up.
+ */
+export function installWatchdog(name: string, limitMs: number, cleanup: () => () => Promise<void>): void {
+  setTimeout(() => {
+    console.error(`${name} bench exceeded ${limitMs / 1000} s; aborting`);
+    const bounded = new Promise((r) => setTimeout(r, 3_000));
+    void Promise.race([cleanup()(), bounded]).finally(() => process.exit(2));
+  }, limitMs - 4_000).unref();
+}
+
+export function reachable(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port });
+    const done = (ok: boolean) => {
+      s.destroy();
+      resolve(ok);
+    };
+    s.setTimeout(1000, () => done(false));
+    s.once('connect', () => done(true));
+    s.once('error', () => done(false));
+  });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** A throw-away, migrated database on the real server, or null for embedded PGlite. */
+export async function benchDatabase(prefix: string): Promise<{ url: string; drop(): Promise<void> } | null> {
+  const admin = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  const u = new URL(admin);
+  if (!(await reachable(u.hostname || '127.0.0.1', Number(u.port || 5432)))) return null;
+  const name = `vlt_bench_${prefix}_${randomBytes(4).toString('hex')}`;
+  const c = new pg.Client({ connectionString: admin });
+  await c.connect();
+  await c.query(`CREATE DATABASE "${name}"`);
+  await c.end();
+  u.pathname = `/${name}`;
+  await applyMigrations(u.toString());
+  return {
+    url: u.toString(),
+    drop: async () => {
+      const d = new pg.Client({ connectionString: admin });
+      await d.connect();
+      await d.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      await d.end();
+    },
+  };
+}
