@@ -76,6 +76,9 @@ const AGENT_FORBIDDEN: RouteCase[] = [
   },
   { method: 'DELETE', path: '/v1/workspace-oauth-apps/:policyId' },
   { method: 'GET', path: '/v1/workspace-oauth-apps' },
+  { method: 'GET', path: '/v1/templates/:provider' },
+  { method: 'GET', path: '/v1/templates/:provider/rules' },
+  { method: 'GET', path: '/v1/templates/:provider/guards' },
   { method: 'POST', path: '/v1/agent-permission-requests/:permissionRequestId/approve' },
   { method: 'POST', path: '/v1/agent-permission-requests/:permissionRequestId/deny' },
   { method: 'GET', path: '/v1/agents' },
@@ -210,6 +213,12 @@ const ID_ROUTES: RouteCase[] = [
   { method: 'DELETE', path: '/v1/agents/:agentId' },
 ];
 
+/**
+ * Path parameters that name no workspace resource (a provider of the catalog): the same for
+ * every workspace, so not in ID_ROUTES. tests/catalog/templates.test.ts covers them.
+ */
+const NOT_WORKSPACE_PARAMS = ['/v1/templates/:provider'];
+
 type Sweep = 'AGENT_FORBIDDEN' | 'VIEWER_FORBIDDEN' | 'ID_ROUTES';
 
 /**
@@ -303,10 +312,23 @@ describe('the sweep lists cover every registered route', () => {
   it('every user route with a path parameter under /v1 is in ID_ROUTES', () => {
     const missing = missingFrom(
       registered,
-      (r) => userCallable(r) && r.url.startsWith('/v1/') && /:\w+/.test(r.url),
+      (r) =>
+        userCallable(r) &&
+        r.url.startsWith('/v1/') &&
+        /:\w+/.test(r.url) &&
+        !NOT_WORKSPACE_PARAMS.some((p) => r.url.startsWith(p)),
       ID_ROUTES,
     );
     expect(missing, 'id routes another workspace is not tried on').toEqual([]);
+  });
+
+  it('the routes exempt from ID_ROUTES take no workspace resource: any workspace reads the same', () => {
+    for (const p of NOT_WORKSPACE_PARAMS) {
+      expect(
+        registered.some((r) => r.url.startsWith(p)),
+        `${p} is not registered`,
+      ).toBe(true);
+    }
   });
 
   it.each(PENDING_SPEC_ROUTES.map((r) => [label(r), r] as const))(
@@ -462,6 +484,7 @@ describe.skipIf(skip)(skip ? `authorization (skipped: ${skip})` : 'authorization
       approvalId,
       channelId,
       permissionRequestId: permissionRequest.requestId,
+      provider: 'suite_a',
       tokenId: patRes.body.token.id,
       sessionId: sessions.body.sessions.find((s) => s.current)!.id,
       workspaceId: owner.workspaceId,

@@ -21,6 +21,7 @@ describe('provider settings (VLT_<PROVIDER>_*)', () => {
   it.each([
     [{ VLT_SUITE_A_TOKEN_URL: 'http://idp.test/token' }, 'VLT_SUITE_A_TOKEN_URL: must use https'],
     [{ VLT_CODE_HOST_API_URL: 'not a url' }, 'VLT_CODE_HOST_API_URL: not a URL'],
+    [{ VLT_LLM_B_API_URL: 'https://llm.test/?region=eu' }, 'VLT_LLM_B_API_URL: must not contain a query'],
     [
       { VLT_NOTES_AUTHORIZE_URL: 'https://u:p@idp.test/a' },
       'VLT_NOTES_AUTHORIZE_URL: must not contain credentials',

@@ -29,7 +29,7 @@ const SUFFIXES = [
 /** `VLT_*_API_URL`-shaped names that belong to something other than a provider. */
 const NOT_PROVIDERS = new Set(['VLT_PUSH_API_URL']);
 
-function httpsUrl(name: string, raw: string, problems: string[]): string | undefined {
+function httpsUrl(name: string, raw: string, problems: string[], origin = false): string | undefined {
   let url: URL;
   try {
     url = new URL(raw);
@@ -40,6 +40,8 @@ function httpsUrl(name: string, raw: string, problems: string[]): string | undef
   if (url.protocol !== 'https:') problems.push(`${name}: must use https`);
   else if (url.username || url.password) problems.push(`${name}: must not contain credentials`);
   else if (url.hash) problems.push(`${name}: must not contain a fragment`);
+  // An API URL is where allowlists are rooted: an origin and perhaps a path, never a query.
+  else if (origin && url.search) problems.push(`${name}: must not contain a query`);
   else return raw.replace(/\/+$/, '');
   return undefined;
 }
@@ -67,7 +69,9 @@ export function parseProviderSettings(env: Record<string, string | undefined>): 
     };
     const url = (s: (typeof SUFFIXES)[number], fallback: string | undefined) => {
       const raw = get(s);
-      return raw === undefined ? fallback : httpsUrl(`${spec.envPrefix}_${s}`, raw, problems);
+      return raw === undefined
+        ? fallback
+        : httpsUrl(`${spec.envPrefix}_${s}`, raw, problems, s === 'API_URL');
     };
     if (spec.authKind !== 'oauth') {
       for (const s of ['AUTHORIZE_URL', 'TOKEN_URL', 'REVOKE_URL', 'CLIENT_ID', 'CLIENT_SECRET'] as const) {

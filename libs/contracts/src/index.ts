@@ -14,3 +14,4 @@ export * from './http/tokens.js';
 export * from './http/approvals.js';
 export * from './catalog.js';
 export * from './http/capabilities.js';
+export * from './templates.js';

@@ -12,6 +12,7 @@ import { oauthAppRoutes } from './modules/oauth-apps/routes.js';
 import { capabilityRoutes } from './modules/capabilities/routes.js';
 import { permissionRequestRoutes } from './modules/permission-requests/routes.js';
 import { policyRoutes } from './modules/policies/routes.js';
+import { templateRoutes } from './modules/templates/routes.js';
 import { tokenRoutes } from './modules/tokens/routes.js';
 import { workspaceRoutes } from './modules/workspaces/routes.js';
 import { installAuthentication } from './plugins/authenticate.js';
@@ -32,6 +33,7 @@ export function controlPlaneRoutes(deps: ControlPlaneDeps) {
     await app.register(agentRoutes(deps));
     await app.register(connectionRoutes(deps));
     await app.register(oauthAppRoutes(deps));
+    await app.register(templateRoutes(deps));
     await app.register(capabilityRoutes(deps));
     await app.register(permissionRequestRoutes(deps));
     await app.register(policyRoutes(deps));
