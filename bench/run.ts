@@ -10,7 +10,16 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const all = ['policy-engine', 'gateway', 'streaming', 'token-endpoint', 'model-a', 'bus', 'hostile-input'];
+const all = [
+  'policy-engine',
+  'gateway',
+  'streaming',
+  'token-endpoint',
+  'model-a',
+  'bus',
+  'hostile-input',
+  'llm-proxy',
+];
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : all;
 let failed = 0;
 for (const name of wanted) {
