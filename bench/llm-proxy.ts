@@ -66,7 +66,6 @@ import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { Writable } from 'node:stream';
