@@ -200,8 +200,8 @@ describe.each(SHAPES)('Model A and credential resolution (%s)', (shape) => {
     it('a policy without A is 403, audited token_vend_denied; no token in the answer', async () => {
       const bOnly = await fx.newAgent();
       const { connection } = await connectOAuth(fx, {
-        service: 'suite_a-contacts',
-        scopes: scopesOf('suite_a-contacts'),
+        service: 'suite_a-calendar',
+        scopes: scopesOf('suite_a-calendar'),
         agentId: bOnly.id,
       });
       const r = await vendToken(fx.base, bOnly.token, { connectionId: connection.id });

@@ -313,7 +313,7 @@ describe.each(SHAPES)('refresh, reauth and revoke (%s)', (shape) => {
   it('a slow provider (refresh answered after 4 s) still gets the caller a token, with one refresh', async () => {
     const agent = await fx.newAgent();
     const { connection: c } = await connection({
-      service: 'suite_a-contacts',
+      service: 'suite_a-calendar',
       agentId: agent.id,
       allowedModels: ['A'],
     });

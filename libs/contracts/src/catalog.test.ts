@@ -45,9 +45,10 @@ describe('service catalog', () => {
     );
   });
 
-  it('vends (Model A) only OAuth services, never the issue tracker', () => {
-    for (const s of SERVICES) expect(s.vendable).toBe(s.authKind === 'oauth');
+  it('vends (Model A) only OAuth services, never the issue tracker nor contacts (brokered only)', () => {
+    for (const s of SERVICES) expect(s.vendable).toBe(s.authKind === 'oauth' && s.id !== 'suite_a-contacts');
     expect(serviceSpec('issues')?.vendable).toBe(false);
+    expect(serviceSpec('suite_a-contacts')?.vendable).toBe(false);
   });
 
   it('gives every service a default allowlist that the policy schema accepts on its API URL', () => {

@@ -65,7 +65,7 @@ export interface ServiceSpec {
   /** One connection per workspace; agents address it by service name. */
   singleton: boolean;
   defaultScopes: readonly string[];
-  /** Model A (token vending) is possible: OAuth access tokens only (ADR 0042). */
+  /** Model A (token vending) is possible: OAuth access tokens only (ADR 0042), never contacts (ADR 0045). */
   vendable: boolean;
   /** Allowlist of a new binding, relative to the provider's API URL (ADR 0007). */
   defaultAllowlist: ReadonlyArray<Omit<AllowlistEntry, 'baseUrl'>>;
@@ -211,6 +211,7 @@ function oauthService(
   defaultScopes: string[],
   allow: ServiceSpec['defaultAllowlist'],
   singleton = false,
+  vendable = true,
 ): ServiceSpec {
   return {
     id,
@@ -220,7 +221,7 @@ function oauthService(
     authKind: 'oauth',
     singleton,
     defaultScopes,
-    vendable: true,
+    vendable,
     defaultAllowlist: allow,
   };
 }
@@ -280,9 +281,21 @@ export const SERVICES: readonly ServiceSpec[] = [
     'People and contact groups',
     ['https://www.googleapis.com/auth/contacts'],
     [
-      { methods: [...READ], pathPatterns: ['/v1/people/*', '/v1/contactGroups/*'] },
+      {
+        methods: [...READ],
+        pathPatterns: [
+          '/v1/people/*',
+          '/v1/people:searchContacts',
+          '/v1/people:batchGet',
+          '/v1/contactGroups',
+          '/v1/contactGroups/*',
+        ],
+      },
       { methods: [...WRITE], pathPatterns: ['/v1/people/*'] },
     ],
+    false,
+    // Brokered only (ADR 0045): a vended token would bypass the contact-field stripping.
+    false,
   ),
   oauthService(
     'suite_b-mail',

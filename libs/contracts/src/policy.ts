@@ -242,6 +242,41 @@ export const ProviderConstraints = z.discriminatedUnion('provider', [
 ]);
 export type ProviderConstraints = z.infer<typeof ProviderConstraints>;
 
+/**
+ * Contact field step-up (ADR 0045). On contacts services PII fields (phone numbers, addresses,
+ * birthdays, ...) are stripped from every response, whatever the rules say; notes and
+ * biographies always are. `balanced` with `fieldStepUpEnabled` lets an agent ask, for one
+ * contact at a time, for the PII fields under a reviewer's approval; `strict` never returns them.
+ */
+export const CONTACT_SERVICES: readonly string[] = ['suite_a-contacts'];
+
+export function isContactsService(service: string): boolean {
+  return CONTACT_SERVICES.includes(service);
+}
+
+export const ContactFieldTier = z.enum(['strict', 'balanced']);
+export type ContactFieldTier = z.infer<typeof ContactFieldTier>;
+
+/** Both keys are required: a security setting is written out, never half-inherited. */
+export const ContactFieldSettings = z
+  .strictObject({ tier: ContactFieldTier, fieldStepUpEnabled: z.boolean() })
+  .superRefine((s, ctx) => {
+    if (s.tier === 'strict' && s.fieldStepUpEnabled) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['fieldStepUpEnabled'],
+        message: 'field step-up needs the balanced tier: the strict tier strips PII fields permanently',
+      });
+    }
+  });
+export type ContactFieldSettings = z.infer<typeof ContactFieldSettings>;
+
+/** What a contacts policy enforces until an admin sets otherwise: PII stripped, no step-up. */
+export const DEFAULT_CONTACT_FIELDS: Readonly<ContactFieldSettings> = Object.freeze({
+  tier: 'balanced',
+  fieldStepUpEnabled: false,
+});
+
 /** The stored policy binding one agent to one connection. Extra storage columns are stripped. */
 export const PolicyDocument = z.object({
   id: z.uuid(),
@@ -256,6 +291,8 @@ export const PolicyDocument = z.object({
   timeWindows: z.array(TimeWindow).max(POLICY_LIMITS.timeWindows).default([]),
   rules: PolicyRules.default({ request: [], response: [] }),
   providerConstraints: ProviderConstraints.nullable().default(null),
+  /** Contacts services only; absent or null means DEFAULT_CONTACT_FIELDS there. */
+  contactFields: ContactFieldSettings.nullable().optional(),
   version: z.number().int().min(0),
 });
 export type PolicyDocument = z.infer<typeof PolicyDocument>;
@@ -265,8 +302,14 @@ export type PolicyDocument = z.infer<typeof PolicyDocument>;
 // re-hydrated by `hydratePolicy` in @vlt/policy-engine; plain JSON so it can be published as is.
 // ---------------------------------------------------------------------------------------------
 
-/** Bumped whenever the compiled shape changes incompatibly; data planes refuse other formats. */
-export const COMPILED_POLICY_FORMAT = 1;
+/**
+ * The newest snapshot format. A snapshot carries the oldest format whose readers enforce all of
+ * it (ADR 0036, 0045): 1 for every policy without contact field settings, 2 for contacts
+ * policies, so a data plane that predates contact stripping refuses those (fails closed) and
+ * keeps serving the rest. Data planes read every format in COMPILED_POLICY_FORMATS.
+ */
+export const COMPILED_POLICY_FORMAT = 2;
+export const COMPILED_POLICY_FORMATS = [1, 2] as const;
 
 /** A field path split into segments; `null` is the `*` wildcard. */
 export const CompiledPath = z.array(z.string().nullable()).min(1).max(64);
@@ -318,7 +361,7 @@ export const CompiledResponseRule = z.object({
 export type CompiledResponseRule = z.infer<typeof CompiledResponseRule>;
 
 export const CompiledPolicy = z.object({
-  format: z.literal(COMPILED_POLICY_FORMAT),
+  format: z.literal(COMPILED_POLICY_FORMATS),
   policyId: z.string(),
   workspaceId: z.string(),
   agentId: z.string(),
@@ -335,5 +378,10 @@ export const CompiledPolicy = z.object({
   requestRules: z.array(CompiledRequestRule),
   responseRules: z.array(CompiledResponseRule),
   providerConstraints: ProviderConstraints.nullable(),
+  /**
+   * The effective contact field settings of a contacts service (format 2); null elsewhere.
+   * Absent in format 1, where a contacts service gets DEFAULT_CONTACT_FIELDS.
+   */
+  contactFields: ContactFieldSettings.nullable().default(null),
 });
 export type CompiledPolicy = z.infer<typeof CompiledPolicy>;

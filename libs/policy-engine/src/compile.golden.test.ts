@@ -56,6 +56,17 @@ const CASES: Record<string, { connection: { provider: string; service: string };
       },
     },
   },
+  'contacts-step-up': {
+    connection: { provider: 'suite_a', service: 'suite_a-contacts' },
+    policy: {
+      allowedModels: ['B'],
+      defaultMode: 'read_only',
+      allowlists: [
+        { baseUrl: 'https://people.example.com', methods: ['GET'], pathPatterns: ['/v1/people/*'] },
+      ],
+      contactFields: { tier: 'balanced', fieldStepUpEnabled: true },
+    },
+  },
   'chat-constraints': {
     connection: { provider: 'chatbot_a', service: 'chatbot_a' },
     policy: {

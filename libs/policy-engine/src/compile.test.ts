@@ -52,7 +52,8 @@ describe('compilePolicy', () => {
     const c = compilePolicy(doc, CONN);
     expect(JSON.parse(JSON.stringify(c))).toEqual(c);
     expect(c).toMatchObject({
-      format: COMPILED_POLICY_FORMAT,
+      // No contact field settings: the oldest format that enforces it all.
+      format: 1,
       policyId: doc.id,
       version: 1,
       provider: 'code_host',
@@ -146,7 +147,12 @@ describe('hydratePolicy refuses what it cannot trust', () => {
   const good = compilePolicy(policyDoc(), CONN);
   it.each<[string, unknown]>([
     ['null', null],
-    ['another format', { ...good, format: 2 }],
+    ['another format', { ...good, format: COMPILED_POLICY_FORMAT + 1 }],
+    ['format 0', { ...good, format: 0 }],
+    [
+      'contact field settings on another service',
+      { ...good, contactFields: { tier: 'strict', fieldStepUpEnabled: false } },
+    ],
     ['a missing field', { ...good, allowlists: undefined }],
     [
       'an invalid regex',
@@ -325,5 +331,69 @@ describe('regression: allowlist hosts are DNS names, never literal wildcards (se
   ])('refuses %s at write time', (baseUrl) => {
     const errors = validateAllowlists([{ baseUrl, methods: ['GET'], pathPatterns: ['/*'] }]);
     expect(errors.join()).toMatch(/allowlists\[0\]: baseUrl: .*invalid host/);
+  });
+});
+
+describe('contact field settings (ADR 0045)', () => {
+  const CONTACTS = { provider: 'suite_a', service: 'suite_a-contacts' };
+
+  it('a contacts policy compiles to format 2 with its effective settings, the default when unset', () => {
+    const unset = compilePolicy(policyDoc(), CONTACTS);
+    expect(unset).toMatchObject({
+      format: COMPILED_POLICY_FORMAT,
+      contactFields: { tier: 'balanced', fieldStepUpEnabled: false },
+    });
+    const set = compilePolicy(
+      policyDoc({ contactFields: { tier: 'strict', fieldStepUpEnabled: false } }),
+      CONTACTS,
+    );
+    expect(set.contactFields).toEqual({ tier: 'strict', fieldStepUpEnabled: false });
+    expect(hydratePolicy(set).contactFields).toEqual({ tier: 'strict', fieldStepUpEnabled: false });
+    // Any other policy stays format 1, readable by data planes that predate the setting.
+    expect(compilePolicy(policyDoc(), CONN)).toMatchObject({ format: 1, contactFields: null });
+    expect(hydratePolicy(compilePolicy(policyDoc(), CONN)).contactFields).toBeNull();
+  });
+
+  it('a format 1 snapshot of a contacts service hydrates with the default (stripped, no step-up)', () => {
+    const { contactFields: _omitted, ...v1 } = compilePolicy(
+      policyDoc({ contactFields: { tier: 'balanced', fieldStepUpEnabled: true } }),
+      CONTACTS,
+    );
+    expect(hydratePolicy({ ...v1, format: 1 }).contactFields).toEqual({
+      tier: 'balanced',
+      fieldStepUpEnabled: false,
+    });
+  });
+
+  it('refuses settings on another service, strict with step-up, and unknown keys (400)', () => {
+    expect(
+      validatePolicyDocument(
+        policyDoc({ contactFields: { tier: 'balanced', fieldStepUpEnabled: true } }),
+        CONN,
+      ),
+    ).toEqual(['contactFields: only contacts connections have contact field settings, not "code_host"']);
+    expect(
+      validatePolicyDocument(
+        policyDoc({ contactFields: { tier: 'strict', fieldStepUpEnabled: true } }),
+        CONTACTS,
+      ).join(),
+    ).toMatch(/contactFields\.fieldStepUpEnabled: field step-up needs the balanced tier/);
+    expect(
+      validatePolicyDocument(
+        { ...policyDoc(), contactFields: { tier: 'balanced', fieldStepupEnabled: true } },
+        CONTACTS,
+      ).length,
+    ).toBeGreaterThan(0);
+    expect(() =>
+      compilePolicy(policyDoc({ contactFields: { tier: 'balanced', fieldStepUpEnabled: true } }), CONN),
+    ).toThrow(PolicyValidationError);
+  });
+
+  it('a snapshot whose settings contradict its service is refused', () => {
+    const c = compilePolicy(policyDoc(), CONTACTS);
+    expect(() =>
+      hydratePolicy({ ...c, contactFields: { tier: 'strict', fieldStepUpEnabled: true } }),
+    ).toThrow(CompiledPolicyError);
+    expect(() => hydratePolicy({ ...c, contactFields: { tier: 'open' } })).toThrow(CompiledPolicyError);
   });
 });

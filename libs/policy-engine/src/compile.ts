@@ -10,13 +10,15 @@ import type {
   CompiledPolicy as CompiledPolicyType,
   CompiledRequestRule,
   CompiledResponseRule,
+  ContactFieldSettings,
   HttpMethod,
   PolicyDocument as PolicyDocumentType,
   ProviderConstraints,
   RateLimits,
 } from '@vlt/contracts';
-import { COMPILED_POLICY_FORMAT, CompiledPolicy, PolicyDocument } from '@vlt/contracts';
+import { CompiledPolicy, DEFAULT_CONTACT_FIELDS, PolicyDocument, isContactsService } from '@vlt/contracts';
 import { compileAllowlistEntry } from './allowlist.js';
+import { contactFieldPlan, keepsPii } from './contact-fields.js';
 import { CompiledPolicyError, PolicyValidationError } from './errors.js';
 import { parseJsonPath } from './json-path.js';
 import { inboundFilterFor } from './provider-constraints.js';
@@ -84,8 +86,13 @@ export function compilePolicy(policy: PolicyDocumentType, connection: Connection
       replacement: spec.replacement ?? DEFAULT_REPLACEMENTS[spec.type],
     })),
   }));
+  // Contacts services always carry their effective settings; the snapshot is then format 2, which
+  // data planes without contact stripping refuse (ADR 0045). Other policies stay format 1.
+  const contactFields: ContactFieldSettings | null = isContactsService(connection.service)
+    ? { ...(doc.contactFields ?? DEFAULT_CONTACT_FIELDS) }
+    : null;
   const compiled: CompiledPolicyType = {
-    format: COMPILED_POLICY_FORMAT,
+    format: contactFields ? 2 : 1,
     policyId: doc.id,
     workspaceId: doc.workspaceId,
     agentId: doc.agentId,
@@ -102,6 +109,7 @@ export function compilePolicy(policy: PolicyDocumentType, connection: Connection
     requestRules,
     responseRules,
     providerConstraints: doc.providerConstraints,
+    contactFields,
   };
   // The snapshot travels as JSON; round-tripping here proves it survives that unchanged.
   return JSON.parse(JSON.stringify(compiled)) as CompiledPolicyType;
@@ -119,6 +127,11 @@ export interface PolicyRuntime {
   /** Same object as `rateLimits` (the data plane reads `maxResponseSizeBytes` from here). */
   readonly limits: RateLimits | null;
   readonly providerConstraints: ProviderConstraints | null;
+  /**
+   * Effective contact field settings of a contacts service (every response is stripped); null
+   * for any other service.
+   */
+  readonly contactFields: Readonly<ContactFieldSettings> | null;
   /** Some rule or provider constraint reads the request body: JSON bodies must then be strict. */
   readonly readsBody: boolean;
 }
@@ -146,6 +159,15 @@ export function hydratePolicy(json: unknown): PolicyRuntime {
   const c = parsed.data;
   if (c.providerConstraints && c.providerConstraints.provider !== c.provider) {
     throw new CompiledPolicyError('compiled policy rejected: provider constraints do not match the provider');
+  }
+  let contactFields: Readonly<ContactFieldSettings> | null = null;
+  if (isContactsService(c.service)) {
+    // Format 1 predates the setting: the default, which strips and allows no step-up.
+    contactFields = Object.freeze({ ...(c.contactFields ?? DEFAULT_CONTACT_FIELDS) });
+  } else if (c.contactFields !== null) {
+    throw new CompiledPolicyError(
+      'compiled policy rejected: contact field settings on a non-contacts service',
+    );
   }
   const requestRules: RuntimeRequestRule[] = c.requestRules.map((r) => ({
     index: r.index,
@@ -207,17 +229,22 @@ export function hydratePolicy(json: unknown): PolicyRuntime {
     rateLimits: c.rateLimits,
     limits: c.rateLimits,
     providerConstraints: c.providerConstraints,
+    contactFields,
     readsBody: requestRules.some((r) => r.body !== null) || c.providerConstraints !== null,
   });
 }
 
 /**
- * What applies to the response of `route` ({method, canonical path}): null means no rule and no
- * provider filter applies, so the body passes through unchanged.
+ * What applies to the response of `route` ({method, canonical path, fullFields}): null means no
+ * rule, no provider filter and no contact stripping applies, so the body passes through unchanged.
+ * A contacts service always strips; PII fields are kept only for a redeemed field step-up on a
+ * route and policy that allow one.
  */
 export function planResponse(policy: PolicyRuntime, route: ResponseRoute): ResponsePlan | null {
+  const contacts = policy.contactFields;
   return buildResponsePlan(
     selectResponseRules(policy.responseRules, route),
     inboundFilterFor(policy.providerConstraints, route.path),
+    contacts ? contactFieldPlan(keepsPii(contacts, route)) : null,
   );
 }

@@ -49,8 +49,33 @@ describe('approval fingerprint', () => {
     expect(fingerprint({ ...base, query: { a: '2' } })).not.toBe(fp);
     expect(fingerprint({ ...base, body: { to: 'x', cc: ['z'] } })).not.toBe(fp);
     expect(fingerprint({ ...base, body: undefined })).not.toBe(fp);
-    expect(fingerprint({ ...base, requestFullFields: true })).not.toBe(fp);
     expect(fingerprint({ ...base, body: 'to=x' })).not.toBe(fingerprint({ ...base, body: '"to=x"' }));
+  });
+
+  it('changes with requestFullFields (a contact read with and without its PII fields)', () => {
+    const contacts = runtime(
+      {
+        contactFields: { tier: 'balanced', fieldStepUpEnabled: true },
+        rules: { request: [{ label: 'ask', match: { methods: ['GET'] }, action: 'require_approval' }] },
+      },
+      { provider: 'suite_a', service: 'suite_a-contacts' },
+    );
+    const read = (requestFullFields: boolean) => {
+      const d = evaluateExecution(
+        { method: 'GET', url: 'https://api.example.com/v1/people/c1', requestFullFields },
+        contacts,
+        {
+          now: new Date(),
+          requestsInLastHour: 0,
+          ssrfAllowCidrs: [],
+          model: 'B',
+          resolvedAddresses: ['93.184.216.34'],
+        },
+      );
+      if (d.outcome !== 'require_approval') throw new Error(`expected an approval, got ${d.outcome}`);
+      return d.fingerprint;
+    };
+    expect(read(true)).not.toBe(read(false));
   });
 
   it('regression: numbers are fingerprinted as written (security review, class 4)', () => {

@@ -11,7 +11,16 @@ export {
   validateAllowlists,
   validateTimeWindows,
   validateProviderConstraints,
+  validateContactFields,
 } from './validate.js';
+export {
+  CONTACT_FIELD_CLASSES,
+  contactFieldClass,
+  fieldStepUpRefusal,
+  isSingleContactRead,
+  stripContactFields,
+} from './contact-fields.js';
+export type { ContactFieldClass, FieldStepUpRefusal } from './contact-fields.js';
 
 export { evaluateExecution, evaluateTokenVending } from './pipeline.js';
 export type {

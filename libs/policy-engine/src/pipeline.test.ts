@@ -252,10 +252,113 @@ describe('evaluateExecution: each step refuses', () => {
     ).toMatchObject({ outcome: 'allow', approvalUsed: false });
   });
 
-  it('7. step-up: requestFullFields always asks', () => {
-    expect(outcome(evaluateExecution({ ...GET, requestFullFields: true }, runtime(), ctx()))).toBe(
-      'approval:full_fields',
+  it('7. step-up: requestFullFields asks for one contact on a balanced policy with field step-up', () => {
+    const contacts = (contactFields: PolicyInput['contactFields']) =>
+      runtime({ contactFields }, { provider: 'suite_a', service: 'suite_a-contacts' });
+    const enabled = contacts({ tier: 'balanced', fieldStepUpEnabled: true });
+    const one = { method: 'GET', url: 'https://api.example.com/v1/people/c1', requestFullFields: true };
+    expect(outcome(evaluateExecution(one, enabled, ctx()))).toBe('approval:full_fields');
+    const approved = evaluateExecution(
+      one,
+      enabled,
+      ctx({ approval: { status: 'approved', fingerprintMatches: true } }),
     );
+    expect(approved).toMatchObject({ outcome: 'allow', approvalUsed: true, fullFields: true });
+    // Without requestFullFields the same read needs nothing and gets nothing more.
+    expect(
+      evaluateExecution({ ...one, requestFullFields: false }, enabled, ctx({ approval: undefined })),
+    ).toMatchObject({ outcome: 'allow', approvalUsed: false, fullFields: false });
+    // A mismatching approval is refused as always.
+    expect(
+      outcome(
+        evaluateExecution(one, enabled, ctx({ approval: { status: 'approved', fingerprintMatches: false } })),
+      ),
+    ).toBe('deny:step_up:approval_mismatch');
+  });
+
+  it.each<[string, PolicyInput['contactFields'] | 'other-service', string, string]>([
+    ['another service', 'other-service', 'GET /v1/people/c1', 'full_fields_unsupported'],
+    ['the default settings (step-up off)', null, 'GET /v1/people/c1', 'full_fields_disabled'],
+    [
+      'step-up disabled',
+      { tier: 'balanced', fieldStepUpEnabled: false },
+      'GET /v1/people/c1',
+      'full_fields_disabled',
+    ],
+    [
+      'the strict tier',
+      { tier: 'strict', fieldStepUpEnabled: false },
+      'GET /v1/people/c1',
+      'full_fields_strict',
+    ],
+    [
+      'the list',
+      { tier: 'balanced', fieldStepUpEnabled: true },
+      'GET /v1/people/me/connections',
+      'full_fields_single_contact_only',
+    ],
+    [
+      'search',
+      { tier: 'balanced', fieldStepUpEnabled: true },
+      'GET /v1/people:searchContacts',
+      'full_fields_single_contact_only',
+    ],
+    [
+      'batch',
+      { tier: 'balanced', fieldStepUpEnabled: true },
+      'GET /v1/people:batchGet',
+      'full_fields_single_contact_only',
+    ],
+    [
+      'an update',
+      { tier: 'balanced', fieldStepUpEnabled: true },
+      'PATCH /v1/people/c1:updateContact',
+      'full_fields_single_contact_only',
+    ],
+    [
+      'a write to one contact',
+      { tier: 'balanced', fieldStepUpEnabled: true },
+      'DELETE /v1/people/c1',
+      'full_fields_single_contact_only',
+    ],
+    [
+      'contact groups',
+      { tier: 'balanced', fieldStepUpEnabled: true },
+      'GET /v1/contactGroups/g1',
+      'full_fields_single_contact_only',
+    ],
+  ])('7. step-up: requestFullFields is refused (403) on %s', (_name, contactFields, call, code) => {
+    const rt =
+      contactFields === 'other-service'
+        ? runtime()
+        : runtime({ contactFields }, { provider: 'suite_a', service: 'suite_a-contacts' });
+    const [method, path] = call.split(' ') as [string, string];
+    const req = { method, url: `https://api.example.com${path}`, requestFullFields: true };
+    const d = evaluateExecution(req, rt, ctx());
+    expect(d).toMatchObject({ outcome: 'deny', status: 403, step: 'step_up', code, audit: { code } });
+    // An approval cannot change that: it is never consulted.
+    expect(
+      evaluateExecution(req, rt, ctx({ approval: { status: 'approved', fingerprintMatches: true } })),
+    ).toMatchObject({ outcome: 'deny', code });
+  });
+
+  it('7. step-up: a deny rule and the access mode still come first', () => {
+    const rt = runtime(
+      {
+        contactFields: { tier: 'balanced', fieldStepUpEnabled: true },
+        rules: { request: [{ label: 'no c1', match: { urlPattern: '/c1$' }, action: 'deny' }] },
+      },
+      { provider: 'suite_a', service: 'suite_a-contacts' },
+    );
+    expect(
+      outcome(
+        evaluateExecution(
+          { method: 'GET', url: 'https://api.example.com/v1/people/c1', requestFullFields: true },
+          rt,
+          ctx(),
+        ),
+      ),
+    ).toBe('deny:request_rules:rule_denied');
   });
 
   it('8. rate limit with retryAfter', () => {
@@ -504,6 +607,7 @@ describe('evaluateExecution: the allow decision', () => {
     expect(d).toEqual({
       outcome: 'allow',
       approvalUsed: false,
+      fullFields: false,
       target: {
         href: 'https://api.example.com/v1/items?b=2&q=a%20b',
         method: 'POST',
@@ -552,5 +656,24 @@ describe('evaluateTokenVending (Model A)', () => {
       status: 429,
       retryAfter: 3600,
     });
+  });
+
+  it('never vends a contacts token, whatever the settings: it would bypass the stripping (ADR 0045)', () => {
+    const c = { now: NOW, requestsInLastHour: 0 };
+    for (const contactFields of [
+      null,
+      { tier: 'balanced', fieldStepUpEnabled: true },
+      { tier: 'strict', fieldStepUpEnabled: false },
+    ] as const) {
+      const rt = runtime(
+        { allowedModels: ['A', 'B'], contactFields },
+        { provider: 'suite_a', service: 'suite_a-contacts' },
+      );
+      expect(evaluateTokenVending(rt, c)).toMatchObject({
+        outcome: 'deny',
+        status: 403,
+        code: 'contacts_brokered_only',
+      });
+    }
   });
 });

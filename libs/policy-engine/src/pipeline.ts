@@ -3,7 +3,9 @@
  *   (request validation, 400) → 1 policy allows the model → 2 time window → 3 allowlist →
  *   4 SSRF → 5 provider constraints → 6 request rules and access mode → 7 step-up approval →
  *   8 rate limit → 9 payload size.
- * The first step that refuses decides. The function does no I/O: when the SSRF step needs DNS
+ * The first step that refuses decides. Step 7 also refuses `requestFullFields` where no approval
+ * could grant it (not a contacts policy of the balanced tier with field step-up, not a single
+ * contact; ADR 0045); an allowed redeemed field step-up comes back as `fullFields`. The function does no I/O: when the SSRF step needs DNS
  * answers it returns `needs_resolution`, and the caller resolves the canonical host and calls
  * again with `resolvedAddresses` (then connects only to those addresses).
  */
@@ -11,6 +13,7 @@ import type { AllowedModel, HttpMethod } from '@vlt/contracts';
 import { HttpMethod as HttpMethodSchema } from '@vlt/contracts';
 import { matchAllowlist } from './allowlist.js';
 import type { PolicyRuntime } from './compile.js';
+import { fieldStepUpRefusal } from './contact-fields.js';
 import { requestFingerprint } from './fingerprint.js';
 import { checkProviderConstraints } from './provider-constraints.js';
 import { prepareRequestBody } from './request-body.js';
@@ -90,7 +93,17 @@ export interface ExecutionTarget extends Omit<CanonicalTarget, 'ok' | 'url'> {
 }
 
 export type ExecutionDecision =
-  | { outcome: 'allow'; target: ExecutionTarget; approvalUsed: boolean; audit: ExecutionAudit }
+  | {
+      outcome: 'allow';
+      target: ExecutionTarget;
+      approvalUsed: boolean;
+      /**
+       * A redeemed contact field step-up (ADR 0045): the response keeps PII fields. Pass it on as
+       * the response route's `fullFields`.
+       */
+      fullFields: boolean;
+      audit: ExecutionAudit;
+    }
   | {
       outcome: 'deny';
       status: 403 | 413 | 429;
@@ -245,7 +258,13 @@ export function evaluateExecution(
   audit.stepUp = access.code;
   if (access.kind === 'deny') return deny('request_rules', access.code, access.reason);
 
-  // 7. Step-up approval.
+  // 7. Step-up approval. `requestFullFields` first has to be something an approval could grant:
+  // a single contact, on a contacts policy of the balanced tier with field step-up enabled.
+  const fullFields = req.requestFullFields === true;
+  if (fullFields) {
+    const refusal = fieldStepUpRefusal(policy.contactFields, httpMethod, target.matchPath);
+    if (refusal) return deny('step_up', refusal.code, refusal.reason);
+  }
   let approvalUsed = false;
   const limits = policy.rateLimits;
   const overLimit =
@@ -266,7 +285,7 @@ export function evaluateExecution(
           method,
           href: target.href,
           body: body.payload,
-          requestFullFields: req.requestFullFields === true,
+          requestFullFields: fullFields,
           headers: headers.headers,
         }),
         code: access.code,
@@ -320,6 +339,8 @@ export function evaluateExecution(
       addresses,
     },
     approvalUsed,
+    // requestFullFields always needs approval (decideAccess), so this is a redeemed step-up.
+    fullFields: fullFields && approvalUsed,
     audit,
   };
 }
@@ -328,7 +349,10 @@ export type TokenVendingDecision =
   | { outcome: 'allow' }
   | { outcome: 'deny'; status: 403 | 429; code: string; reason: string; retryAfter?: number };
 
-/** Model A: the checks that apply to token vending (model, time window, rate limit). */
+/**
+ * Model A: the checks that apply to token vending (model, contacts are brokered only, time
+ * window, rate limit).
+ */
 export function evaluateTokenVending(
   policy: PolicyRuntime,
   ctx: Pick<ExecutionContext, 'now' | 'requestsInLastHour' | 'oldestRequestInWindowAt'>,
@@ -339,6 +363,16 @@ export function evaluateTokenVending(
       status: 403,
       code: 'model_not_allowed',
       reason: 'the policy does not allow model A',
+    };
+  }
+  // A vended token reads contacts directly: no stripping, no step-up (ADR 0045). Contacts are
+  // brokered only, whatever allowedModels says.
+  if (policy.contactFields !== null) {
+    return {
+      outcome: 'deny',
+      status: 403,
+      code: 'contacts_brokered_only',
+      reason: 'contacts are brokered only (Model B): a vended token would bypass contact field stripping',
     };
   }
   if (!policy.timeWindows.isOpen(ctx.now)) {

@@ -3,8 +3,8 @@
  * JSON.parse or re-serialisation, that the full path would emit the payload unchanged. It only
  * ever answers "unchanged" or "don't know"; "don't know" means the full path runs as before.
  *
- * Eligible plans (`rawJsonCheck`): no provider inbound filter and no rule with allowFields or
- * denyFields. For such a plan `filterJsonValue(v)` is `redactJsonValue(v, plan.detectors)`,
+ * Eligible plans (`rawJsonCheck`): no provider inbound filter, no contact field stripping and no
+ * rule with allowFields or denyFields. For such a plan `filterJsonValue(v)` is `redactJsonValue(v, plan.detectors)`,
  * which changes a value only through (response-filter.ts, redactWalk):
  * - a string value (object keys are never redacted) for which `redactText` finds a match;
  * - an integer: with only built-in detectors one with |v| >= 1e12 (smaller ones are returned as
@@ -88,11 +88,11 @@ export interface RawJsonCheck {
 
 /**
  * The fast-path check for a plan, or null when the plan needs the full path. Mirrors the
- * conditions filterJsonValue and redactJsonValue use (truthiness of inbound, allowFields,
- * denyFields), so a change there must be reflected here.
+ * conditions filterJsonValue and redactJsonValue use (truthiness of inbound, contacts,
+ * allowFields, denyFields), so a change there must be reflected here.
  */
 export function rawJsonCheck(plan: ResponsePlan, decode: (bytes: Uint8Array) => string): RawJsonCheck | null {
-  if (plan.inbound) return null;
+  if (plan.inbound || plan.contacts) return null;
   const opaque: Detector[] = [];
   for (const rule of plan.rules) if (rule.allowFields || rule.denyFields) return null;
   let digits = Infinity;

@@ -6,9 +6,9 @@ import type { Transform } from 'node:stream';
 import type { PolicyRuntime } from './compile.js';
 import { planResponse } from './compile.js';
 import { UTF8_CODEC, classifyContentType, codecFor } from './content-type.js';
-import { ResponseFilterEncodingError } from './errors.js';
+import { ResponseFilterEncodingError, ResponseUnfilterableError } from './errors.js';
 import type { ResponseRoute } from './response-filter.js';
-import { filterJsonValue } from './response-filter.js';
+import { filterJsonValue, planNeedsStructure } from './response-filter.js';
 import type { StreamFilterLimits } from './stream-filters.js';
 import { createFilterCore, runFilterCore, toNodeTransform, toWebTransform } from './stream-filters.js';
 
@@ -48,12 +48,9 @@ export function responseFilterability(
       reason: `response rules apply, and the ${media.charset} charset cannot be filtered`,
     };
   }
-  const needsStructure = plan.inbound !== null || plan.rules.some((r) => r.allowFields || r.denyFields);
-  if (needsStructure && media.kind === 'text') {
-    return {
-      kind: 'refuse',
-      reason: `field rules apply, and ${mime} responses have no JSON fields to filter`,
-    };
+  if (planNeedsStructure(plan) && media.kind === 'text') {
+    const what = plan.contacts ? 'contact fields must be stripped' : 'field rules apply';
+    return { kind: 'refuse', reason: `${what}, and ${mime} responses have no JSON fields to filter` };
   }
   return { kind: 'filter' };
 }
@@ -78,7 +75,10 @@ export function filterResponseBody(
   }
   if (typeof body === 'string') {
     const media = classifyContentType(contentType);
-    if (media.kind === 'binary') return body;
+    if (media.kind === 'binary') {
+      if (plan.contacts) throw new ResponseUnfilterableError('contact responses must be JSON to be filtered');
+      return body;
+    }
     // A string was decoded by the caller; run it through the byte cores as UTF-8 so buffered
     // and streamed results come from the same code.
     const core = createFilterCore(contentType, plan, limits, UTF8_CODEC);

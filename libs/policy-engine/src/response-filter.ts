@@ -12,6 +12,7 @@
  * stream filters emit unchanged events byte for byte.
  */
 import type { CompiledPath, HttpMethod } from '@vlt/contracts';
+import type { ContactFieldPlan } from './contact-fields.js';
 import { ResponseFilterLimitError } from './errors.js';
 import { isPlainObject } from './json-path.js';
 import type { Detector } from './pii-detectors.js';
@@ -228,12 +229,19 @@ export interface RuntimeResponseRule {
 export interface ResponsePlan {
   rules: readonly RuntimeResponseRule[];
   inbound: InboundFilter | null;
+  /** Contacts services: person fields stripped on every response (ADR 0045); else null. */
+  contacts: ContactFieldPlan | null;
   detectors: readonly Detector[];
 }
 
 export interface ResponseRoute {
   method: string;
   path: string;
+  /**
+   * The request was a redeemed contact field step-up (`decision.fullFields` of the pipeline).
+   * Only then, and only where the policy and the route allow it again, are PII fields kept.
+   */
+  fullFields?: boolean;
 }
 
 export function selectResponseRules(
@@ -251,10 +259,24 @@ export function selectResponseRules(
 export function buildResponsePlan(
   rules: readonly RuntimeResponseRule[],
   inbound: InboundFilter | null,
+  contacts: ContactFieldPlan | null = null,
 ): ResponsePlan | null {
   const active = rules.filter((r) => r.allowFields || r.denyFields || r.detectors.length > 0);
-  if (active.length === 0 && !inbound) return null;
-  return { rules: active, inbound, detectors: active.flatMap((r) => r.detectors) };
+  if (active.length === 0 && !inbound && !contacts) return null;
+  return { rules: active, inbound, contacts, detectors: active.flatMap((r) => r.detectors) };
+}
+
+/**
+ * Whether the plan transforms JSON structure (provider inbound filters, contact fields, field
+ * rules): such a plan cannot be honoured on anything but JSON, NDJSON and SSE, and never takes
+ * the raw fast path.
+ */
+export function planNeedsStructure(plan: ResponsePlan): boolean {
+  return (
+    plan.inbound !== null ||
+    plan.contacts !== null ||
+    plan.rules.some((r) => r.allowFields !== null || r.denyFields !== null)
+  );
 }
 
 /**
@@ -264,6 +286,7 @@ export function buildResponsePlan(
  */
 export function filterJsonValue(value: unknown, plan: ResponsePlan): unknown {
   let out = plan.inbound ? plan.inbound(value) : value;
+  if (plan.contacts) out = plan.contacts.strip(out);
   for (const rule of plan.rules) {
     if (rule.allowFields) out = applyAllowFields(out, rule.allowFields);
     if (rule.denyFields) out = applyDenyFields(out, rule.denyFields);

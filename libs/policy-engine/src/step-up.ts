@@ -7,7 +7,8 @@
  * - `custom` denies writes that no rule allows or sends to approval;
  * - a `require_approval` rule needs approval in every mode (also with `never`: `never` only
  *   turns off the implicit step-up, not an explicit rule);
- * - `requestFullFields` (PII field step-up) always needs approval;
+ * - `requestFullFields` (PII field step-up) always needs approval (the pipeline refuses it first
+ *   where no approval could grant it: `fieldStepUpRefusal`, ADR 0045);
  * - otherwise writes follow `stepUpApproval`: `always` needs approval even when a rule allows,
  *   `risk_based` needs approval unless a rule allows, `never` needs none;
  * - reads proceed.

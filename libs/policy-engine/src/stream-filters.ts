@@ -31,7 +31,7 @@ import { ResponseFilterLimitError, ResponseUnfilterableError } from './errors.js
 import type { RawJsonCheck } from './raw-json.js';
 import { rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
 import type { ResponsePlan } from './response-filter.js';
-import { filterJsonValue, MAX_JSON_DEPTH } from './response-filter.js';
+import { filterJsonValue, MAX_JSON_DEPTH, planNeedsStructure } from './response-filter.js';
 import { jsonBoundsViolation } from './json-bounds.js';
 import { TextRedactor, redactText } from './redaction.js';
 
@@ -73,10 +73,8 @@ const JSON_START = /^[\s]*[[{"\-0-9tfn]/;
 // would still read fields from it. `[DONE]`-style sentinels do not match.
 const STRUCTURED_START = /^[\s\uFEFF\u00A0]*(?:\{|\[[\s\uFEFF\u00A0]*[[{"])/;
 
-/** Whether a plan's rules need JSON structure (field rules, provider inbound filters). */
-function isStructural(plan: ResponsePlan): boolean {
-  return plan.inbound !== null || plan.rules.some((r) => r.allowFields !== null || r.denyFields !== null);
-}
+/** Whether a plan needs JSON structure (field rules, provider inbound filters, contact fields). */
+const isStructural = planNeedsStructure;
 
 /** Provider JSON the filters can walk: as deep as they go, as wide as the size limits allow. */
 const PAYLOAD_JSON_BOUNDS = { maxDepth: MAX_JSON_DEPTH, maxMembers: Number.POSITIVE_INFINITY };
@@ -586,6 +584,13 @@ export function createFilterCore(
 ): ResponseFilterCore | null {
   if (!plan) return null;
   const media = classifyContentType(contentType);
+  // Contact records are only ever read as JSON: anything else would pass or be redacted as text
+  // with its fields in it (ADR 0045). The other plans are refused by responseFilterability.
+  if (plan.contacts && (media.kind === 'binary' || media.kind === 'text')) {
+    throw new ResponseUnfilterableError(
+      'contact fields must be stripped, and only JSON, NDJSON and event-stream responses can be read',
+    );
+  }
   if (media.kind === 'binary') return null;
   const codec = codecOverride ?? codecFor(media.charset);
   const l = { ...DEFAULT_STREAM_LIMITS, ...limits };

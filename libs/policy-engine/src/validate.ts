@@ -4,7 +4,15 @@
  * zod schemas in @vlt/contracts; this adds what needs the engine (RE2 syntax, canonicalisable
  * allowlists, parseable field paths, provider match).
  */
-import { AllowlistEntry, PolicyDocument, PolicyRules, ProviderConstraints, TimeWindow } from '@vlt/contracts';
+import {
+  AllowlistEntry,
+  ContactFieldSettings,
+  PolicyDocument,
+  PolicyRules,
+  ProviderConstraints,
+  TimeWindow,
+  isContactsService,
+} from '@vlt/contracts';
 import { compileAllowlistEntry } from './allowlist.js';
 import { parseJsonPath } from './json-path.js';
 import { compileLinearRegex, linearRegexProblem, matchesEmptyString } from './regex.js';
@@ -110,12 +118,28 @@ export function validateProviderConstraints(constraints: unknown, provider: stri
   return [];
 }
 
+/** `service` is the connection's service; contact field settings belong to contacts services only. */
+export function validateContactFields(contactFields: unknown, service: string): string[] {
+  if (contactFields === null || contactFields === undefined) return [];
+  const parsed = ContactFieldSettings.safeParse(contactFields);
+  if (!parsed.success) return zodErrors('contactFields', parsed.error);
+  if (!isContactsService(service)) {
+    return [`contactFields: only contacts connections have contact field settings, not "${service}"`];
+  }
+  return [];
+}
+
 /** Every problem with a whole stored policy. */
-export function validatePolicyDocument(policy: unknown, connection?: { provider: string }): string[] {
+export function validatePolicyDocument(
+  policy: unknown,
+  connection?: { provider: string; service?: string },
+): string[] {
   const parsed = PolicyDocument.safeParse(policy);
   if (!parsed.success) return zodErrors('', parsed.error);
   const doc = parsed.data;
   const errors = [...checkRules(doc.rules, 'rules.'), ...validateAllowlists(doc.allowlists)];
   if (connection) errors.push(...validateProviderConstraints(doc.providerConstraints, connection.provider));
+  if (connection?.service !== undefined)
+    errors.push(...validateContactFields(doc.contactFields, connection.service));
   return errors;
 }

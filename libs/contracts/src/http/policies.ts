@@ -2,6 +2,7 @@ import { z } from 'zod';
 import {
   AllowlistEntry,
   AllowedModel,
+  ContactFieldSettings,
   DefaultMode,
   PolicyRules,
   ProviderConstraints,
@@ -22,6 +23,8 @@ export const PolicyView = z.object({
   timeWindows: z.array(TimeWindow),
   rules: PolicyRules,
   providerConstraints: ProviderConstraints.nullable(),
+  /** What a contacts connection enforces (the default when none was set); null elsewhere. */
+  contactFields: ContactFieldSettings.nullable(),
   version: z.number().int(),
   createdAt: z.string(),
   updatedAt: z.string(),
@@ -45,10 +48,12 @@ export const UpdatePolicyBody = z
     allowedModels: z.array(AllowedModel).min(1).optional(),
     defaultMode: DefaultMode.optional(),
     stepUpApproval: StepUpApproval.optional(),
+    /** Contacts connections only (400 elsewhere); null restores the default (ADR 0045). */
+    contactFields: ContactFieldSettings.nullable().optional(),
   })
   .strict()
   .refine((b) => Object.values(b).some((v) => v !== undefined), {
-    message: 'at least one of allowedModels, defaultMode, stepUpApproval is required',
+    message: 'at least one of allowedModels, defaultMode, stepUpApproval, contactFields is required',
   });
 export const PutRateLimitsBody = z.object({ rateLimits: RateLimits.nullable() });
 export const PutTimeWindowsBody = z.object({ timeWindows: z.array(TimeWindow).max(50) });

@@ -28,6 +28,7 @@ import {
   listPolicies,
   setProviderConstraints,
   updatePolicy,
+  updatePolicySettings,
 } from './service.js';
 
 const json = (v: unknown) => v as Prisma.InputJsonValue;
@@ -68,12 +69,7 @@ export function policyRoutes(deps: ControlPlaneDeps) {
     r.put(
       '/v1/policies/:id',
       { config: write, schema: { ...byId, body: UpdatePolicyBody, response: updated } },
-      async (req) =>
-        updatePolicy(deps, requireUser(req), req.params.id, 'settings', {
-          ...(req.body.allowedModels && { allowedModels: [...new Set(req.body.allowedModels)] }),
-          ...(req.body.defaultMode && { defaultMode: req.body.defaultMode }),
-          ...(req.body.stepUpApproval && { stepUpApproval: req.body.stepUpApproval }),
-        }),
+      async (req) => updatePolicySettings(deps, requireUser(req), req.params.id, req.body),
     );
     r.put(
       '/v1/policies/:id/allowlists',

@@ -1,6 +1,6 @@
 import { compilePolicy } from '@vlt/policy-engine';
 import { Errors } from '@vlt/service-kit';
-import { defaultAllowlistFor, serviceSpec } from '@vlt/contracts';
+import { DEFAULT_CONTACT_FIELDS, defaultAllowlistFor, isContactsService, serviceSpec } from '@vlt/contracts';
 import type { AllowlistEntry, AuditAction, PolicyDocument, PolicySnapshot, PolicyView } from '@vlt/contracts';
 import { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
@@ -23,11 +23,13 @@ export function policyDocument(p: PolicyRow): PolicyDocument {
     timeWindows: p.timeWindows as PolicyDocument['timeWindows'],
     rules: p.rules as PolicyDocument['rules'],
     providerConstraints: (p.providerConstraints ?? null) as PolicyDocument['providerConstraints'],
+    contactFields: (p.contactFields ?? null) as PolicyDocument['contactFields'],
     version: p.version,
   };
 }
 
-export function policyView(p: PolicyRow): PolicyView {
+/** `service`: the connection's; a contacts policy shows what it enforces, the default included. */
+export function policyView(p: PolicyRow, service: string): PolicyView {
   const doc = policyDocument(p);
   return {
     id: doc.id,
@@ -41,6 +43,7 @@ export function policyView(p: PolicyRow): PolicyView {
     timeWindows: doc.timeWindows,
     rules: doc.rules,
     providerConstraints: doc.providerConstraints,
+    contactFields: isContactsService(service) ? { ...(doc.contactFields ?? DEFAULT_CONTACT_FIELDS) } : null,
     version: doc.version,
     createdAt: p.createdAt.toISOString(),
     updatedAt: p.updatedAt.toISOString(),
@@ -113,7 +116,7 @@ export async function createPolicy(
       stepUpApproval: input.stepUpApproval,
     }),
   );
-  return { policy: policyView(result.row), auditId: result.auditId };
+  return { policy: policyView(result.row, connection.service), auditId: result.auditId };
 }
 
 /**
@@ -179,6 +182,8 @@ export async function updatePolicy(
   id: string,
   part: string,
   data: Prisma.PolicyUpdateInput,
+  /** More audit metadata: the new value of a security setting worth reading in the trail. */
+  auditMetadata: Record<string, unknown> = {},
 ) {
   const current = await loadScoped(deps, actor.workspaceId, id);
   const result = await commitChange(deps, async (tx, emit) => {
@@ -201,12 +206,53 @@ export async function updatePolicy(
       agentId: row.agentId,
       connectionId: row.connectionId,
       decision: 'info',
-      metadata: { policyId: row.id, changed: part, version: row.version },
+      metadata: { policyId: row.id, changed: part, version: row.version, ...auditMetadata },
     });
     emit(kvPut(deps.names.buckets.policies, row.id, snapshot), audited(event));
     return { row, auditId: event.auditId };
   });
-  return { policy: policyView(result.row), auditId: result.auditId };
+  return { policy: policyView(result.row, current.connection.service), auditId: result.auditId };
+}
+
+export interface PolicySettingsInput {
+  allowedModels?: ('A' | 'B')[] | undefined;
+  defaultMode?: PolicyDocument['defaultMode'] | undefined;
+  stepUpApproval?: PolicyDocument['stepUpApproval'] | undefined;
+  /** null restores the default. */
+  contactFields?: PolicyDocument['contactFields'];
+}
+
+/**
+ * `PUT /v1/policies/:id`. Contact field settings exist on contacts connections only (400
+ * elsewhere); their new value is written into the `policy_updated` audit event (ADR 0045).
+ */
+export async function updatePolicySettings(
+  deps: ControlPlaneDeps,
+  actor: { userId: string; workspaceId: string },
+  id: string,
+  input: PolicySettingsInput,
+) {
+  const data: Prisma.PolicyUpdateInput = {
+    ...(input.allowedModels && { allowedModels: [...new Set(input.allowedModels)] }),
+    ...(input.defaultMode && { defaultMode: input.defaultMode }),
+    ...(input.stepUpApproval && { stepUpApproval: input.stepUpApproval }),
+  };
+  const audit: Record<string, unknown> = {};
+  if (input.contactFields !== undefined) {
+    const current = await loadScoped(deps, actor.workspaceId, id);
+    if (!isContactsService(current.connection.service)) {
+      throw Errors.badRequest(
+        `contactFields only applies to contacts connections; this policy's connection is ${current.connection.service}`,
+      );
+    }
+    data.contactFields =
+      input.contactFields === null
+        ? Prisma.DbNull
+        : (input.contactFields as unknown as Prisma.InputJsonValue);
+    audit.contactFields = input.contactFields ?? { ...DEFAULT_CONTACT_FIELDS, default: true };
+  }
+  const onlyContactFields = Object.keys(data).length === 1 && input.contactFields !== undefined;
+  return updatePolicy(deps, actor, id, onlyContactFields ? 'contactFields' : 'settings', data, audit);
 }
 
 export async function listPolicies(deps: ControlPlaneDeps, workspaceId: string) {
@@ -214,16 +260,18 @@ export async function listPolicies(deps: ControlPlaneDeps, workspaceId: string) 
   const rows = await deps.prisma.policy.findMany({
     where: { agent: { workspaceId } },
     orderBy: { createdAt: 'asc' },
+    include: { connection: { select: { service: true } } },
   });
-  return { policies: rows.map(policyView) };
+  return { policies: rows.map((r) => policyView(r, r.connection.service)) };
 }
 
 export async function getPolicy(deps: ControlPlaneDeps, workspaceId: string, id: string) {
-  return { policy: policyView(await loadScoped(deps, workspaceId, id)) };
+  const p = await loadScoped(deps, workspaceId, id);
+  return { policy: policyView(p, p.connection.service) };
 }
 
 export async function getRules(deps: ControlPlaneDeps, workspaceId: string, id: string) {
-  return { rules: policyView(await loadScoped(deps, workspaceId, id)).rules };
+  return { rules: policyDocument(await loadScoped(deps, workspaceId, id)).rules };
 }
 
 export async function setProviderConstraints(

@@ -70,8 +70,12 @@ export async function resolveCredential(deps: DataPlaneDeps, agent: AgentPrincip
       throw Errors.unavailable('cannot load the policy right now');
     });
     const policy = found.policy;
-    // Unbound, or bound for Model B only: as if there were nothing.
-    if (!policy || !policy.runtime.allowedModels.has('A') || connection.provider === 'issues') continue;
+    // Unbound, bound for Model B only, or a brokered-only service (issue tracker, contacts):
+    // as if there were nothing.
+    const spec = serviceSpec(connection.service);
+    const brokeredOnly =
+      !spec || spec.authKind === 'issue_tracker' || (spec.authKind === 'oauth' && !spec.vendable);
+    if (!policy || !policy.runtime.allowedModels.has('A') || brokeredOnly) continue;
     if (connection.status === 'needs_reauth') throw Errors.connectionNeedsReauth();
     const meta = { kind: req.kind, provider: connection.provider, service: connection.service };
     const slot = await authoriseVending(deps, agent, { connection, policy }, meta);

@@ -12,6 +12,7 @@ import { pipeline, type Transform } from 'node:stream';
 import {
   evaluateExecution,
   planResponse,
+  requestFingerprint,
   type ResponsePlan,
   type ExecutionContext,
   type ExecutionDecision,
@@ -190,7 +191,9 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   const request = buildUpstreamRequest(target, credentials, connection, {
     bodyIsAgentText: typeof req.body === 'string',
   });
-  const route = { method: req.method, path: target.matchPath };
+  // A redeemed contact field step-up keeps PII fields in this one response (ADR 0045).
+  const route = { method: req.method, path: target.matchPath, fullFields: decision.fullFields };
+  if (decision.fullFields) recorder.annotate({ fullFields: true, approvalRequestId: req.approvalId });
   if (planResponse(policy, route) !== null) {
     // A byte range of a filtered resource cannot be filtered: a slice is not a document (a
     // JSON slice starts mid-object, an NDJSON one mid-line), and the filter changes offsets.
@@ -252,6 +255,25 @@ async function decide(
     }
     ctx = { ...baseCtx, resolvedAddresses: addresses };
     decision = evaluateExecution(input, policy, ctx);
+  }
+
+  if (decision.outcome === 'allow' && req.approvalId) {
+    // An approval presented with a request is checked against it even when the request needs
+    // none: the agent believes it runs what was approved (say, a contact with its full fields),
+    // and must not silently get something else (ADR 0045). A match is consumed as usual.
+    const refusal = await redeemApproval(
+      deps,
+      { agent, connectionId: connection.id },
+      req.approvalId,
+      requestFingerprint({
+        method: decision.target.method,
+        href: decision.target.href,
+        body: decision.target.body,
+        requestFullFields: req.requestFullFields === true,
+        headers: decision.target.headers,
+      }),
+    );
+    if (refusal) throw recorder.deny(refusal);
   }
 
   if (decision.outcome === 'require_approval') {

@@ -119,12 +119,19 @@ export async function vendToken(
   const binding = await resolveBinding(deps, agent, req);
   const { connection } = binding;
   const spec = serviceSpec(connection.service);
-  if (!spec?.vendable) {
-    throw Errors.modelNotAvailable(
-      `model A is not available for ${connection.service} connections (no short-lived token to vend); use model B`,
-    );
-  }
   const meta = { model: 'A', provider: connection.provider, service: connection.service };
+  if (!spec?.vendable) {
+    // Long-lived secrets and brokered-only services (issue tracker, contacts: ADR 0045) are
+    // never handed out; the refusal is audited like any other.
+    const reason = `model A is not available for ${connection.service} connections: they are brokered only (model B)`;
+    const auditId = await recordAgentEvent(deps, agent, connection.id, {
+      action: 'token_vend_denied',
+      decision: 'denied',
+      metadata: { ...meta, reason },
+      durable: false,
+    });
+    throw Errors.modelNotAvailable(reason, { auditId });
+  }
   const slot = await authoriseVending(deps, agent, binding, meta);
   try {
     const res = await fetchCredentials(deps, agent, connection);

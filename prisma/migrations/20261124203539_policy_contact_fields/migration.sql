@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "policies" ADD COLUMN     "contact_fields" JSONB;
