@@ -564,8 +564,7 @@ function runConsumer(
     new Promise<void>((resolve) => {
       // A wait abandoned because a running handler finished first leaves no timer behind.
       clearTimeout(retryTimer);
-      retryTimer =
-        retryAt === undefined ? undefined : setTimeout(resolve, Math.max(0, retryAt - Date.now()));
+      retryTimer = retryAt === undefined ? undefined : setTimeout(resolve, Math.max(0, retryAt - Date.now()));
       wake = () => {
         clearTimeout(retryTimer);
         resolve();
