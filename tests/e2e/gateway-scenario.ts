@@ -12,6 +12,7 @@ import { auditScenario } from './scenarios/audit.js';
 import { brokeringScenario } from './scenarios/brokering.js';
 import { connectionsScenario } from './scenarios/connections.js';
 import { denialsScenario } from './scenarios/denials.js';
+import { discoveryScenario } from './scenarios/discovery.js';
 import { identityScenario } from './scenarios/identity.js';
 import { policiesScenario } from './scenarios/policies.js';
 import { secretsInLogsScenario } from './scenarios/secrets-in-logs.js';
@@ -50,6 +51,7 @@ export function gatewayScenario(getEnv: () => ScenarioEnv): void {
   policiesScenario(sc);
   brokeringScenario(sc);
   denialsScenario(sc);
+  discoveryScenario(sc);
   auditScenario(sc);
   secretsInLogsScenario(sc);
 }
