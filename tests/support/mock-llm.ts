@@ -33,6 +33,7 @@ import {
 import { agentToken, enrolledAgent, newUser, type TestUser } from './identity-harness.js';
 import { startInProcessGateway, type InProcessGateway } from './in-process-gateway.js';
 import { realServices } from './services.js';
+import { readBody } from './read-body.js';
 import { createTestPki, type TestPki } from './test-pki.js';
 
 export type LlmProviderId = 'llm_a' | 'llm_b' | 'llm_c' | 'llm_d';
@@ -117,24 +118,6 @@ const KEY_PREFIX: Record<LlmProviderId, string> = {
   llm_c: 'AIzaSy',
   llm_d: 'mis-',
 };
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) {
-        reject(new Error('body too large'));
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
 
 /** `text` cut into `n` parts of about equal length (the default stream script). */
 export function splitText(text: string, n: number): string[] {
@@ -391,7 +374,7 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const u = new URL(req.url ?? '/', 'https://mock.invalid');
     const method = req.method ?? 'GET';
-    const body = await readBody(req);
+    const body = await readBody(req, MAX_BODY);
     let json: unknown;
     try {
       json = body ? JSON.parse(body) : undefined;

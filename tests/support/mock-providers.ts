@@ -21,6 +21,7 @@ import { PROVIDERS, type ProviderId } from '@vlt/contracts';
 import { expectStatus, http, type Admin, type HttpResult } from './api-client.js';
 import { startInProcessGateway, type InProcessGateway } from './in-process-gateway.js';
 import { agentToken, enrolledAgent, newUser, type TestAgent, type TestUser } from './identity-harness.js';
+import { readBody } from './read-body.js';
 import { createTestPki, type TestPki } from './test-pki.js';
 import { realServices } from './services.js';
 
@@ -195,24 +196,6 @@ export function s256(verifier: string): string {
 /** A bot token of the shape the vault accepts (`^[0-9]{1,20}:[A-Za-z0-9_-]{20,200}$`). */
 export function newBotToken(): string {
   return `${100000 + Math.floor(Math.random() * 899999)}:${randomBytes(26).toString('base64url')}`;
-}
-
-function readBody(req: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > MAX_BODY) {
-        reject(new Error('body too large'));
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
@@ -433,7 +416,7 @@ export async function startMockProviders(opts: { pki?: TestPki } = {}): Promise<
   }
 
   async function onToken(req: IncomingMessage, res: ServerResponse) {
-    const text = await readBody(req);
+    const text = await readBody(req, MAX_BODY);
     const form = /^application\/x-www-form-urlencoded/i.test(req.headers['content-type'] ?? '')
       ? formOf(text)
       : {};
@@ -503,7 +486,7 @@ export async function startMockProviders(opts: { pki?: TestPki } = {}): Promise<
   }
 
   async function onRevoke(req: IncomingMessage, res: ServerResponse) {
-    const form = formOf(await readBody(req));
+    const form = formOf(await readBody(req, MAX_BODY));
     const client = clientOf(req, form);
     const token = form.token ?? '';
     const knownAs: RevocationRecord['knownAs'] = byAccess.has(token)
@@ -541,7 +524,7 @@ export async function startMockProviders(opts: { pki?: TestPki } = {}): Promise<
   async function onBot(req: IncomingMessage, u: URL, res: ServerResponse, m: RegExpMatchArray) {
     const token = decodeURIComponent(m[1]!);
     const method = m[2]!;
-    const text = await readBody(req);
+    const text = await readBody(req, MAX_BODY);
     const valid = token === mock.botToken;
     const body = parseBody(text, req.headers['content-type']);
     botCalls.push({
@@ -597,7 +580,7 @@ export async function startMockProviders(opts: { pki?: TestPki } = {}): Promise<
   }
 
   async function onApi(req: IncomingMessage, u: URL, res: ServerResponse) {
-    const text = await readBody(req);
+    const text = await readBody(req, MAX_BODY);
     const auth = req.headers.authorization ?? '';
     const bearer = /^bearer /i.test(auth) ? auth.slice(7).trim() : null;
     const rec: ApiRecord = {
