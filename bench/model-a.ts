@@ -31,17 +31,10 @@
  * Target: warm-token vending ≥ 0.15 × /health throughput at c=16. Every answer must be 200; any
  * other status is counted and reported. This prints; it never fails on numbers.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { Writable } from 'node:stream';
+import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import pg from 'pg';
-import pino from 'pino';
 import { Pool } from 'undici';
-import { startAllInOne } from '@vlt/all-in-one';
-import { loadConfig } from '@vlt/config';
 import { serviceSpec } from '@vlt/contracts';
 import { createPolicy } from '@vlt/test-support/api-client.js';
 import { agentToken, enrolledAgent, newUser, type TestAgent } from '@vlt/test-support/identity-harness.js';
@@ -52,7 +45,7 @@ import {
   type MockProviders,
 } from '@vlt/test-support/mock-providers.js';
 import { createTestPki } from '@vlt/test-support/test-pki.js';
-import { benchDatabase, freePort, installWatchdog } from './support.js';
+import { benchDatabase, installWatchdog, startBenchGateway } from './support.js';
 
 const HARD_LIMIT_MS = 90_000;
 const ROUND_MS = Number(process.env.BENCH_ROUND_MS ?? 2_000);
@@ -154,28 +147,16 @@ async function run(db: { url: string } | null, mock: MockProviders) {
   mock.accessTokenExpiresIn = 3600;
   mock.refreshExpiresIn = 3600;
 
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'vlt-bench-model-a-'));
-  const port = await freePort();
-  const logs: string[] = [];
-  const logger = pino(
-    { level: 'warn' },
-    new Writable({ write: (c, _e, cb) => (logs.push(String(c)), cb()) }),
+  const gateway = await startBenchGateway(
+    'model-a',
+    {
+      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32',
+      ...providerEnv(mock, ['suite_a']),
+      ...(db ? { DATABASE_URL: db.url } : {}),
+    },
+    { upstreamCa: [mock.pki.caPem] },
   );
-  const config = loadConfig('all-in-one', {
-    NODE_ENV: 'production',
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    VLT_DATA_DIR: dataDir,
-    VLT_MASTER_KEY: randomBytes(32).toString('base64'),
-    VLT_TRUST_PROXY: '127.0.0.1/32',
-    VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32',
-    LOG_LEVEL: 'warn',
-    ...providerEnv(mock, ['suite_a']),
-    ...(db ? { DATABASE_URL: db.url } : {}),
-  });
-  const gw = await startAllInOne(config, logger, { upstreamCa: [mock.pki.caPem] });
-  await gw.app.listen({ port, host: '127.0.0.1' });
-  const base = config.publicBaseUrl;
+  const base = gateway.base;
   const pool = new Pool(base, { connections: Math.max(...CONCURRENCY), keepAliveTimeout: 30_000 });
 
   try {
@@ -381,8 +362,7 @@ async function run(db: { url: string } | null, mock: MockProviders) {
     console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
   } finally {
     await pool.close();
-    await gw.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    await gateway.close();
   }
 }
 

@@ -3,8 +3,15 @@
  * on the real PostgreSQL (or null for embedded PGlite), and free ports.
  */
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
 import pg from 'pg';
+import pino from 'pino';
+import { startAllInOne } from '@vlt/all-in-one';
+import { loadConfig } from '@vlt/config';
 import { applyMigrations } from '@vlt/db';
 
 /**
@@ -60,6 +67,43 @@ export async function benchDatabase(prefix: string): Promise<{ url: string; drop
       await d.connect();
       await d.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       await d.end();
+    },
+  };
+}
+
+/**
+ * The all-in-one gateway inside the bench process, listening on a free port, warnings kept
+ * in memory (a bench's output is its table). `close` also removes its data directory.
+ */
+export async function startBenchGateway(
+  name: string,
+  env: Record<string, string>,
+  seams: { upstreamCa?: string[] } = {},
+): Promise<{ base: string; close(): Promise<void> }> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), `vlt-bench-${name}-`));
+  const port = await freePort();
+  const logs: string[] = [];
+  const logger = pino(
+    { level: 'warn' },
+    new Writable({ write: (c, _e, cb) => (logs.push(String(c)), cb()) }),
+  );
+  const config = loadConfig('all-in-one', {
+    NODE_ENV: 'production',
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    VLT_DATA_DIR: dataDir,
+    VLT_MASTER_KEY: randomBytes(32).toString('base64'),
+    VLT_TRUST_PROXY: '127.0.0.1/32',
+    LOG_LEVEL: 'warn',
+    ...env,
+  });
+  const gw = await startAllInOne(config, logger, seams);
+  await gw.app.listen({ port, host: '127.0.0.1' });
+  return {
+    base: config.publicBaseUrl,
+    async close() {
+      await gw.close();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

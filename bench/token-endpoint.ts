@@ -21,14 +21,10 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import pino from 'pino';
 import { Pool } from 'undici';
 import type { webcrypto } from 'node:crypto';
-import { startAllInOne } from '@vlt/all-in-one';
-import { loadConfig } from '@vlt/config';
-import { benchDatabase, freePort, installWatchdog } from './support.js';
+import { benchDatabase, installWatchdog, startBenchGateway } from './support.js';
 
 type CryptoKey = webcrypto.CryptoKey;
 
@@ -110,26 +106,10 @@ async function main() {
 }
 
 async function run(db: { url: string } | null) {
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'vlt-bench-token-data-'));
-  const port = await freePort();
-  const logs: string[] = [];
-  const logger = pino(
-    { level: 'warn' },
-    new Writable({ write: (c, _e, cb) => (logs.push(String(c)), cb()) }),
-  );
-  const config = loadConfig('all-in-one', {
-    NODE_ENV: 'production',
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    VLT_DATA_DIR: dataDir,
-    VLT_MASTER_KEY: randomBytes(32).toString('base64'),
-    VLT_TRUST_PROXY: '127.0.0.1/32',
-    LOG_LEVEL: 'warn',
+  const gateway = await startBenchGateway('token-data', {
     ...(db ? { DATABASE_URL: db.url } : {}),
   });
-  const gw = await startAllInOne(config, logger);
-  await gw.app.listen({ port, host: '127.0.0.1' });
-  const base = config.publicBaseUrl;
+  const base = gateway.base;
   const pool = new Pool(base, { connections: Math.max(...CONCURRENCY), keepAliveTimeout: 30_000 });
 
   try {
@@ -285,8 +265,7 @@ async function run(db: { url: string } | null) {
     console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
   } finally {
     await pool.close();
-    await gw.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    await gateway.close();
   }
 }
 
