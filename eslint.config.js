@@ -27,7 +27,7 @@ export default tseslint.config(
   },
   // Package boundaries: a package is used through its name and its declared exports only.
   {
-    files: ['libs/**/*.ts', 'services/**/*.ts', 'tests/**/*.ts', 'bench/**/*.ts'],
+    files: ['libs/**/*.ts', 'services/**/*.ts', 'tests/**/*.ts', 'bench/**/*.ts', 'clients/*/test/**/*.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: PACKAGE_BOUNDARIES }] },
   },
   {
@@ -53,8 +53,27 @@ export default tseslint.config(
       ],
     },
   },
+  // Clients ship to agent machines and speak only the public HTTP API: no server code in them.
+  // Their tests may start a real gateway through the test harness.
   {
-    files: ['bench/**', 'scripts/**', '**/scripts/**', '**/main.ts', 'tests/**'],
+    files: ['clients/*/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            ...PACKAGE_BOUNDARIES,
+            {
+              group: ['@vlt/*', '!@vlt/sdk'],
+              message: 'Clients use only the public HTTP API (through @vlt/sdk), never server packages.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['bench/**', 'scripts/**', '**/scripts/**', '**/main.ts', 'tests/**', 'clients/*/test/**'],
     rules: { 'no-console': 'off' },
   },
 );

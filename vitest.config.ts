@@ -8,6 +8,8 @@ export default defineConfig({
       'libs/*/test/**/*.test.ts',
       'services/*/src/**/*.test.ts',
       'services/*/test/**/*.test.ts',
+      'clients/*/src/**/*.test.ts',
+      'clients/*/test/**/*.test.ts',
       'tests/**/*.test.ts',
     ],
     testTimeout: 30_000,
