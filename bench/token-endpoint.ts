@@ -201,7 +201,7 @@ async function run(db: { url: string } | null) {
     const totals = new Map<string, Result[]>();
     const add = (k: string, r: Result) => totals.set(k, [...(totals.get(k) ?? []), r]);
     const tokenRound = async (key: string, c: number, pick: (i: number) => Enrolled) => {
-      const need = Math.ceil(((bestTokenRps * ROUND_MS) / 1000) * 1.5) + 50;
+      const need = Math.ceil(((bestTokenRps * ROUND_MS) / 1000) * 3) + 200;
       const assertions = await Promise.all(Array.from({ length: need }, (_, i) => sign(pick(i))));
       let short = 0;
       const r = await measure(pool, c, ROUND_MS, (i) => {

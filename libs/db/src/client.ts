@@ -1,4 +1,5 @@
 import { PrismaPg } from '@prisma/adapter-pg';
+import pg from 'pg';
 import { PrismaClient } from './generated/prisma/client.js';
 
 export interface CreatePrismaClientOptions {
@@ -7,17 +8,68 @@ export interface CreatePrismaClientOptions {
 }
 
 /**
- * A Prisma client over node-postgres (`@prisma/adapter-pg`): no native query engine. The pool
- * opens lazily on the first query and closes on `$disconnect()`.
+ * Raw SQL as a tagged template: `sql<Row>\`SELECT … WHERE id = ${id}\`` sends the values as
+ * bind parameters (never spliced into the text) and resolves with the rows.
  */
-export function createPrismaClient(databaseUrl: string, opts: CreatePrismaClientOptions = {}): PrismaClient {
-  const adapter = new PrismaPg({
+export type Sql = <T = Record<string, unknown>>(
+  strings: TemplateStringsArray,
+  ...values: unknown[]
+) => Promise<T[]>;
+
+export interface DatabaseClients {
+  prisma: PrismaClient;
+  /**
+   * The same connection pool without the ORM, for the few statements on hot paths: a query
+   * through Prisma costs about four times the CPU of the query itself (bench/token-endpoint.ts).
+   */
+  sql: Sql;
+}
+
+/**
+ * A Prisma client over node-postgres (`@prisma/adapter-pg`): no native query engine, and a raw
+ * `sql` handle on the same pool (one pool: the embedded database has a single session). The
+ * pool opens lazily on the first query and closes on `prisma.$disconnect()`.
+ */
+export function createDatabaseClients(
+  databaseUrl: string,
+  opts: CreatePrismaClientOptions = {},
+): DatabaseClients {
+  const pool = new pg.Pool({
     connectionString: databaseUrl,
     ...(opts.max !== undefined ? { max: opts.max } : {}),
   });
+  // An idle connection that breaks (server restart) is replaced on the next query; without a
+  // listener its 'error' event would end the process before Prisma attached its own.
+  pool.on('error', () => {});
+  const adapter = new PrismaPg(pool, { disposeExternalPool: true });
   // Interactive transactions queue for a pool connection (and, on embedded PGlite, for its one
   // session). Prisma's defaults (2 s to start, 5 s to finish) turned a burst of 30 concurrent
   // writes into 500s; writes wait their turn instead, and a start that still times out is
   // answered 503 by the error handler.
-  return new PrismaClient({ adapter, transactionOptions: { maxWait: 15_000, timeout: 30_000 } });
+  const prisma = new PrismaClient({ adapter, transactionOptions: { maxWait: 15_000, timeout: 30_000 } });
+  return { prisma, sql: sqlOverPool(pool) };
+}
+
+export function createPrismaClient(databaseUrl: string, opts: CreatePrismaClientOptions = {}): PrismaClient {
+  return createDatabaseClients(databaseUrl, opts).prisma;
+}
+
+function sqlOverPool(pool: pg.Pool): Sql {
+  // A call site's template strings are one frozen object: its statement text is built once.
+  const texts = new WeakMap<TemplateStringsArray, string>();
+  return async <T>(strings: TemplateStringsArray, ...values: unknown[]): Promise<T[]> => {
+    let text = texts.get(strings);
+    if (text === undefined) {
+      text = strings.reduce((acc, part, i) => `${acc}$${i}${part}`);
+      texts.set(strings, text);
+    }
+    const result = await pool.query(text, values);
+    return result.rows as T[];
+  };
+}
+
+/** The `sql` handle of a client created elsewhere (tests): the same statements through Prisma. */
+export function sqlThroughPrisma(prisma: PrismaClient): Sql {
+  return <T>(strings: TemplateStringsArray, ...values: unknown[]) =>
+    prisma.$queryRaw<T[]>(strings, ...values) as Promise<T[]>;
 }

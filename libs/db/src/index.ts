@@ -4,7 +4,14 @@
  * Nothing here runs at import; callers open what they need. The generated client comes from
  * `pnpm db:generate` (src/generated is not committed).
  */
-export { createPrismaClient, type CreatePrismaClientOptions } from './client.js';
+export {
+  createDatabaseClients,
+  createPrismaClient,
+  sqlThroughPrisma,
+  type CreatePrismaClientOptions,
+  type DatabaseClients,
+  type Sql,
+} from './client.js';
 export { applyMigrations, type ApplyMigrationsOptions, type ApplyMigrationsResult } from './migrate.js';
 export { startEmbeddedPostgres, type EmbeddedPostgres, type EmbeddedPostgresOptions } from './embedded.js';
 export { openDatabase, type OpenDatabaseOptions, type OpenedDatabase } from './open-database.js';

@@ -31,7 +31,9 @@ describe('the committed migrations', () => {
           filters: NO_FILTER,
         });
         const sql = await readFile(path.join(dir, folder, 'migration.sql'), 'utf8');
-        expect(sql.startsWith((stdout ?? '').trim()), folder).toBe(true);
+        // Between equal snapshots the engine answers a marker comment: a hand-written migration.
+        const generated = (stdout ?? '').trim().replace(/^-- This is an empty migration\.$/, '');
+        expect(sql.startsWith(generated), folder).toBe(true);
         previous = snapshot;
       }
     } finally {

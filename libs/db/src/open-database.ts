@@ -1,4 +1,4 @@
-import { createPrismaClient } from './client.js';
+import { createDatabaseClients, type Sql } from './client.js';
 import { startEmbeddedPostgres } from './embedded.js';
 import { applyMigrations } from './migrate.js';
 import type { PrismaClient } from './generated/prisma/client.js';
@@ -21,6 +21,8 @@ export interface OpenDatabaseOptions {
 
 export interface OpenedDatabase {
   prisma: PrismaClient;
+  /** Raw statements on the same pool (hot paths). */
+  sql: Sql;
   url: string;
   embedded: boolean;
   /** Disconnects the client, then stops the embedded server if one was started. */
@@ -34,10 +36,11 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   const url = configured || (embedded?.url ?? '');
   try {
     if (opts.migrate) await applyMigrations(url);
-    const prisma = createPrismaClient(url, { max: opts.max ?? (embedded ? 1 : undefined) });
+    const { prisma, sql } = createDatabaseClients(url, { max: opts.max ?? (embedded ? 1 : undefined) });
     let closed: Promise<void> | undefined;
     return {
       prisma,
+      sql,
       url,
       embedded: embedded !== undefined,
       close: () =>

@@ -49,6 +49,7 @@ export async function startAllInOne(
   const cp = await createControlPlaneRuntime({
     config: { ...config, masterKey },
     prisma: db.prisma,
+    sql: db.sql,
     bus,
     logger,
     embeddedDatabase: db.embedded,

@@ -1,7 +1,7 @@
 import type { Bus, BusNames } from '@vlt/bus';
 import type { ControlPlaneSettings } from '@vlt/config';
 import type { MasterKeyring } from '@vlt/crypto';
-import type { PrismaClient } from '@vlt/db';
+import type { PrismaClient, Sql } from '@vlt/db';
 import type { UpstreamClient } from '@vlt/upstream';
 import type { FastifyBaseLogger } from 'fastify';
 import type { OutboxRelay } from './infra/outbox.js';
@@ -12,6 +12,8 @@ import type { SigningKeys } from './infra/signing-keys.js';
 export interface ControlPlaneDeps {
   config: Readonly<ControlPlaneSettings>;
   prisma: PrismaClient;
+  /** The same pool without the ORM, for statements on hot paths (token issuance, rate limits). */
+  sql: Sql;
   bus: Bus;
   names: BusNames;
   keyring: MasterKeyring;

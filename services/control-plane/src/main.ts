@@ -4,7 +4,7 @@
  */
 import { busNames, createNatsBus } from '@vlt/bus';
 import { loadConfig } from '@vlt/config';
-import { applyMigrations, createPrismaClient } from '@vlt/db';
+import { applyMigrations, createDatabaseClients } from '@vlt/db';
 import { createLogger, startTelemetry } from '@vlt/telemetry';
 import { buildControlPlaneApp } from './app.js';
 import { createControlPlaneRuntime } from './runtime.js';
@@ -15,7 +15,7 @@ async function main(): Promise<void> {
   const telemetry = await startTelemetry({ serviceName: 'vlt-control-plane', env: process.env });
   const logger = createLogger({ service: 'control-plane', level: config.logLevel });
   await applyMigrations(config.databaseUrl);
-  const prisma = createPrismaClient(config.databaseUrl);
+  const { prisma, sql } = createDatabaseClients(config.databaseUrl);
   const bus = await createNatsBus({
     servers: config.natsServers,
     names: busNames(config.natsPrefix),
@@ -25,6 +25,7 @@ async function main(): Promise<void> {
   const runtime = await createControlPlaneRuntime({
     config,
     prisma,
+    sql,
     bus,
     logger,
   });

@@ -2,7 +2,7 @@ import type { Bus } from '@vlt/bus';
 import { busNames } from '@vlt/bus';
 import type { ControlPlaneSettings } from '@vlt/config';
 import { parseMasterKeys } from '@vlt/crypto';
-import type { PrismaClient } from '@vlt/db';
+import { sqlThroughPrisma, type PrismaClient, type Sql } from '@vlt/db';
 import { createUpstreamClient } from '@vlt/upstream';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ControlPlaneDeps } from './deps.js';
@@ -23,6 +23,8 @@ export interface ControlPlaneRuntime {
 export async function createControlPlaneRuntime(opts: {
   config: Readonly<ControlPlaneSettings> & { masterKey: string };
   prisma: PrismaClient;
+  /** Raw statements on Prisma's pool (hot paths); through Prisma itself when not given. */
+  sql?: Sql;
   bus: Bus;
   logger: FastifyBaseLogger;
   now?: () => Date;
@@ -32,6 +34,7 @@ export async function createControlPlaneRuntime(opts: {
   upstreamCa?: string[];
 }): Promise<ControlPlaneRuntime> {
   const { config, prisma, bus, logger } = opts;
+  const sql = opts.sql ?? sqlThroughPrisma(prisma);
   const keyring = parseMasterKeys(config.masterKey, config.masterKeysOld);
   const names = busNames(config.natsPrefix);
   const outbox = createOutboxRelay({
@@ -56,6 +59,7 @@ export async function createControlPlaneRuntime(opts: {
   const deps: ControlPlaneDeps = {
     config,
     prisma,
+    sql,
     bus,
     names,
     keyring,
@@ -63,7 +67,7 @@ export async function createControlPlaneRuntime(opts: {
     upstream,
     signingKeys,
     outbox,
-    rateLimiter: createRateLimiter(prisma, now),
+    rateLimiter: createRateLimiter(sql, now),
     now,
   };
   const handles: { stop(): Promise<void> }[] = [];

@@ -2,7 +2,7 @@
  * Fixed-window counters in PostgreSQL, so every control-plane replica sees the same count
  * (per-IP limits on the agent-authentication endpoints, sign-in failures).
  */
-import type { PrismaClient } from '@vlt/db';
+import type { Sql } from '@vlt/db';
 import { Errors } from '@vlt/service-kit';
 
 export interface RateLimit {
@@ -23,7 +23,7 @@ export interface RateLimiter {
   refund(limit: RateLimit, subject: string): Promise<void>;
 }
 
-export function createRateLimiter(prisma: PrismaClient, now: () => Date): RateLimiter {
+export function createRateLimiter(sql: Sql, now: () => Date): RateLimiter {
   const window = (limit: RateLimit) => {
     const ms = limit.windowSeconds * 1000;
     const t = now().getTime();
@@ -34,15 +34,13 @@ export function createRateLimiter(prisma: PrismaClient, now: () => Date): RateLi
 
   async function increment(limit: RateLimit, subject: string): Promise<number> {
     const w = window(limit);
-    const rows = await prisma.$queryRaw<{ count: number }[]>`
+    const rows = await sql<{ count: number }>`
       INSERT INTO rate_limit_counters (key, window_start, count) VALUES (${key(limit, subject)}, ${w.start}, 1)
       ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_counters.count + 1
       RETURNING count`;
     // Old windows are garbage; prune now and then rather than on a timer.
     if (Math.random() < 0.01) {
-      await prisma.rateLimitCounter.deleteMany({
-        where: { windowStart: { lt: new Date(w.start.getTime() - 3600_000) } },
-      });
+      await sql`DELETE FROM rate_limit_counters WHERE window_start < ${new Date(w.start.getTime() - 3600_000)}`;
     }
     return Number(rows[0]?.count ?? 0);
   }
@@ -61,18 +59,16 @@ export function createRateLimiter(prisma: PrismaClient, now: () => Date): RateLi
     },
     async check(limit, subject) {
       const w = window(limit);
-      const row = await prisma.rateLimitCounter.findUnique({
-        where: { key_windowStart: { key: key(limit, subject), windowStart: w.start } },
-      });
-      if (row && row.count >= limit.max) throw tooMany(limit, w.retryAfter);
+      const rows = await sql<{ count: number }>`
+        SELECT count FROM rate_limit_counters WHERE key = ${key(limit, subject)} AND window_start = ${w.start}`;
+      if (rows[0] && rows[0].count >= limit.max) throw tooMany(limit, w.retryAfter);
     },
     count: increment,
     async refund(limit, subject) {
       const w = window(limit);
-      await prisma.rateLimitCounter.updateMany({
-        where: { key: key(limit, subject), windowStart: w.start, count: { gt: 0 } },
-        data: { count: { decrement: 1 } },
-      });
+      await sql`
+        UPDATE rate_limit_counters SET count = count - 1
+        WHERE key = ${key(limit, subject)} AND window_start = ${w.start} AND count > 0`;
     },
   };
 }

@@ -22,6 +22,7 @@ import type { JWK } from 'jose';
 import type { ControlPlaneDeps } from '../../deps.js';
 import { LIMITS } from '../../infra/rate-limiter.js';
 import { requireUser } from '../../plugins/authenticate.js';
+import { createAgentKeyCache, issueAgentToken } from './token-issuance.js';
 import {
   bootstrapAgent,
   createAgent,
@@ -29,13 +30,13 @@ import {
   disableAgent,
   enableAgent,
   getAgent,
-  issueAgentToken,
   listAgents,
   newBootstrapSecret,
   updateAgent,
 } from './service.js';
 
 export function agentRoutes(deps: ControlPlaneDeps) {
+  const agentKeys = createAgentKeyCache(deps.sql);
   return async function (app: FastifyInstance) {
     const r = app.withTypeProvider<ZodTypeProvider>();
     const read = { auth: 'user' as const, scope: 'api:read' as const };
@@ -119,7 +120,7 @@ export function agentRoutes(deps: ControlPlaneDeps) {
       },
       async (req, reply) => {
         reply.header('cache-control', 'no-store');
-        return issueAgentToken(deps, req.body.client_assertion);
+        return issueAgentToken(deps, agentKeys, req.body.client_assertion);
       },
     );
   };

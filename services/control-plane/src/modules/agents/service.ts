@@ -1,16 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { decodeJwt, decodeProtectedHeader, importJWK, jwtVerify, type JWK } from 'jose';
+import { importJWK, type JWK } from 'jose';
 import { generateToken, hashToken } from '@vlt/crypto';
 import { Errors } from '@vlt/service-kit';
 import type { AgentTokenRecord } from '@vlt/contracts';
 import type { Prisma } from '@vlt/db';
 import type { ControlPlaneDeps } from '../../deps.js';
 import { commitChange, auditEvent, audited } from '../../infra/change.js';
-import { kvDelete, kvPut, type OutboxItem } from '../../infra/outbox.js';
-
-/** Assertions may be at most this long-lived, and `iat` at most this far in the future. */
-const MAX_ASSERTION_LIFETIME_S = 60;
-const CLOCK_SKEW_S = 30;
+import { kvDelete, type OutboxItem } from '../../infra/outbox.js';
 
 type AgentRow = {
   id: string;
@@ -145,90 +141,6 @@ export async function bootstrapAgent(
     status: 'active' as const,
     workspaceId: result.workspaceId,
   };
-}
-
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/**
- * Private-key-JWT client authentication. Every rule of the spec is checked; failures are
- * one generic 401 so a caller learns nothing about which rule it broke.
- */
-export async function issueAgentToken(deps: ControlPlaneDeps, assertion: string) {
-  const fail = () => Errors.unauthorized('invalid client assertion');
-  let header, unverified;
-  try {
-    header = decodeProtectedHeader(assertion);
-    unverified = decodeJwt(assertion);
-  } catch {
-    throw fail();
-  }
-  // Only ES256; key-carrying headers (jku, jwk, x5u…) are ignored: the key is the enrolled one.
-  if (header.alg !== 'ES256') throw fail();
-  const agentId = unverified.iss;
-  if (typeof agentId !== 'string' || !UUID_RE.test(agentId) || unverified.sub !== agentId) throw fail();
-
-  const agent = await deps.prisma.agent.findUnique({ where: { id: agentId } });
-  if (!agent || agent.status !== 'active' || !agent.publicKeyJwk) throw fail();
-
-  let payload;
-  try {
-    const key = await importJWK(agent.publicKeyJwk as JWK, 'ES256');
-    ({ payload } = await jwtVerify(assertion, key, {
-      algorithms: ['ES256'],
-      issuer: agentId,
-      subject: agentId,
-      audience: deps.config.agentTokenAudience,
-      requiredClaims: ['iss', 'sub', 'aud', 'iat', 'exp', 'jti'],
-      clockTolerance: 5,
-      currentDate: deps.now(),
-    }));
-  } catch {
-    throw fail();
-  }
-  const nowS = Math.floor(deps.now().getTime() / 1000);
-  const { iat, exp, jti } = payload as { iat: number; exp: number; jti: unknown };
-  if (typeof jti !== 'string' || jti.length === 0 || jti.length > 256) throw fail();
-  if (exp - iat > MAX_ASSERTION_LIFETIME_S || exp <= iat) throw fail();
-  if (iat > nowS + CLOCK_SKEW_S) throw fail();
-
-  const token = generateToken('vltt_');
-  const ttl = deps.config.agentTokenTtlSeconds;
-  const expiresAt = new Date(deps.now().getTime() + ttl * 1000);
-  const tokenHash = hashToken(token);
-  try {
-    await commitChange(
-      deps,
-      async (tx, emit) => {
-        // Lock the agent and re-check what the signature was verified against: a concurrent
-        // re-bootstrap or disable (which takes the same lock) must not be outlived by this token.
-        const current = await tx.$queryRaw<{ status: string; public_key_jwk: unknown }[]>`
-        SELECT status, public_key_jwk FROM agents WHERE id = ${agentId}::uuid FOR UPDATE`;
-        const row = current[0];
-        if (
-          !row ||
-          row.status !== 'active' ||
-          JSON.stringify(row.public_key_jwk) !== JSON.stringify(agent.publicKeyJwk)
-        ) {
-          throw fail();
-        }
-        // The primary key (agentId, jti) makes each jti single-use across every replica.
-        await tx.assertionJti.create({
-          data: { agentId, jti, expiresAt: new Date((exp + CLOCK_SKEW_S) * 1000) },
-        });
-        await tx.agentAccessToken.create({
-          data: { agentId, workspaceId: agent.workspaceId, tokenHash, expiresAt },
-        });
-        const record = agentTokenRecord({ tokenHash, agentId, workspaceId: agent.workspaceId, expiresAt });
-        emit(kvPut(deps.names.buckets.agentTokens, tokenHash, record));
-        // Data planes also find a fresh token by asking on a miss: no need to wait for the push.
-      },
-      { settle: false },
-    );
-  } catch (err) {
-    if ((err as { code?: string }).code === 'P2002') throw fail(); // replayed jti
-    throw err;
-  }
-  return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl };
 }
 
 export async function listAgents(deps: ControlPlaneDeps, workspaceId: string) {
