@@ -5,6 +5,8 @@ import { redactQuery, redactUrl } from './redact-url.js';
 /** URL-bearing attributes set by the http, undici and @fastify/otel instrumentations (old and new semconv). */
 const URL_ATTRIBUTES = ['url.full', 'url.path', 'url.original', 'http.url', 'http.target'] as const;
 const QUERY_ATTRIBUTES = ['url.query'] as const;
+const MAX_SPAN_NAME = 160;
+const MAX_ATTRIBUTE_CHARS = 1024;
 
 /**
  * Runs before the exporting processors and rewrites URL attributes with redactUrl, so no
@@ -17,6 +19,16 @@ export class RedactingSpanProcessor implements SpanProcessor {
   onStart(_span: Span, _parentContext: Context): void {}
 
   onEnding(span: Span): void {
+    // Last line of defence for readable traces: a name that carries source text or a value
+    // (an instrumentation naming spans after an anonymous function) is replaced, not shipped.
+    if (span.name.length > MAX_SPAN_NAME || /[\n{};]/.test(span.name)) {
+      span.updateName(span.instrumentationScope.name || 'span');
+    }
+    for (const [name, value] of Object.entries(span.attributes)) {
+      if (typeof value === 'string' && value.length > MAX_ATTRIBUTE_CHARS) {
+        span.setAttribute(name, `${value.slice(0, MAX_ATTRIBUTE_CHARS)}…`);
+      }
+    }
     for (const name of URL_ATTRIBUTES) {
       const value = span.attributes[name];
       if (typeof value === 'string') {

@@ -76,12 +76,16 @@ describe('startTelemetry', () => {
     const plugin = fastifyOtelPlugin();
     expect(plugin).not.toBeNull();
     await app.register(plugin!);
-    app.get('/items/:id', async (req) => {
-      req.log.info('handling');
-      const r = await fetch(
-        `http://127.0.0.1:${upstreamPort}/bot123456:BOTSECRETxyz/sendMessage?key=UPSTREAMSECRET`,
-      );
-      return { upstream: await r.text() };
+    // An anonymous plugin, as route modules are: @fastify/otel would name its spans after the
+    // plugin's source text.
+    await app.register(async (instance) => {
+      instance.get('/items/:id', async (req) => {
+        req.log.info('handling');
+        const r = await fetch(
+          `http://127.0.0.1:${upstreamPort}/bot123456:BOTSECRETxyz/sendMessage?key=UPSTREAMSECRET`,
+        );
+        return { upstream: await r.text() };
+      });
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const appPort = (app.server.address() as AddressInfo).port;
@@ -127,6 +131,18 @@ describe('startTelemetry', () => {
     // Trace context reaches the upstream; an agent's baggage does not (no baggage propagator by default).
     expect(upstreamHeaders.traceparent).toMatch(new RegExp(`^00-${traceId}-`));
     expect(upstreamHeaders.baggage).toBeUndefined();
+
+    // Spans are named by route, never by source text or raw URL.
+    const fastifyNames = spans
+      .filter((s) => s.instrumentationScope.name.includes('fastify'))
+      .map((s) => s.name);
+    expect(fastifyNames).toContain('GET /items/:id');
+    expect(fastifyNames).toContain('handler GET /items/:id');
+    for (const s of spans) {
+      expect(s.name.length, s.name).toBeLessThanOrEqual(160);
+      expect(s.name).not.toMatch(/[{};\n]|instance\.get|42\?/);
+      for (const value of Object.values(s.attributes)) expect(String(value)).not.toContain('instance.get');
+    }
 
     const exported = JSON.stringify(
       spans.map((s) => ({ name: s.name, attributes: s.attributes, events: s.events })),

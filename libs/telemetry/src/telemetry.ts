@@ -13,6 +13,11 @@ import {
 
 type Instrumentation = ReturnType<typeof getNodeAutoInstrumentations>[number];
 
+/** `POST /v1/vault/execute`: the route template, never the raw URL (ids, query values). */
+function routeSpanName(request: { method: string; routeOptions?: { url?: string } }): string {
+  return `${request.method} ${request.routeOptions?.url ?? '(unmatched route)'}`;
+}
+
 /** What `app.register()` takes; registered before any route (see @fastify/otel). */
 export type FastifyOtelPlugin = ReturnType<FastifyOtelInstrumentation['plugin']>;
 
@@ -146,7 +151,16 @@ async function startSdk(
     import('@fastify/otel'),
   ]);
 
-  const fastifyInstrumentation = new FastifyOtelInstrumentation({ registerOnInitialization: false });
+  const fastifyInstrumentation = new FastifyOtelInstrumentation({
+    registerOnInitialization: false,
+    // @fastify/otel names hook and handler spans after the plugin, and an anonymous plugin's
+    // name is its whole source text: name them by route instead (METHOD /route/:param).
+    requestHook: (span, request) => span.updateName(routeSpanName(request)),
+    lifecycleHook: (span, info) => {
+      span.updateName(`${info.hookName} ${routeSpanName(info.request)}`);
+      span.setAttribute('hook.name', info.hookName);
+    },
+  });
   const instrumentations: Instrumentation[] = [
     ...autoInstrumentations({
       // Our pino mixin already adds trace ids; the pino instrumentation would add them a second time.
