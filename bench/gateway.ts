@@ -12,8 +12,9 @@
  * three alike, at concurrency 1 and at saturation. Upstream and both proxies run in their own
  * processes so no mode shares an event loop with the load generator.
  *
- * Reference targets: ≤ 1 ms added p50 at concurrency 1, ≥ 0.85 × passthrough throughput at
- * saturation. This prints; it never fails on numbers.
+ * Targets (the performance issue): ≤ 1 ms added p50 and ≤ 2 ms added p99 at concurrency 1;
+ * throughput at saturation ≥ 0.85 × passthrough (all-in-one) or ≥ 0.5 × (split); CPU per call
+ * of the vault's processes ≤ 2 × the bare proxy's. This prints; it never fails on numbers.
  */
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -289,11 +290,13 @@ async function main() {
     // CPU the vault processes burn during each mode's rounds: their own load, and any backlog
     // (audit writes) that would otherwise silently tax the other modes' rounds.
     const aioCpu = new Map<string, number>();
+    const passCpu = new Map<string, number>();
     const cpuSeconds = async () => {
       let total = 0;
       for (const p of group.processes) total += await procCpuSeconds(p.pid);
       return total;
     };
+    const passthroughCpu = () => procCpuSeconds(passthrough.child.pid);
     const results = new Map<string, Sample>();
     for (const concurrency of [1, SATURATION]) {
       for (let r = 0; r < ROUNDS; r++) {
@@ -301,9 +304,10 @@ async function main() {
           const key = `${t.mode}@${concurrency}`;
           const sample = results.get(key) ?? { latenciesNs: [], ok: 0, errors: 0, elapsedMs: 0 };
           results.set(key, sample);
-          const cpu0 = await cpuSeconds();
+          const [cpu0, pass0] = [await cpuSeconds(), await passthroughCpu()];
           await round(t, concurrency, ROUND_MS, sample);
           aioCpu.set(key, (aioCpu.get(key) ?? 0) + (await cpuSeconds()) - cpu0);
+          passCpu.set(key, (passCpu.get(key) ?? 0) + (await passthroughCpu()) - pass0);
           // Let asynchronous work of the previous mode (audit writes) settle before the next one.
           await new Promise((res) => setTimeout(res, 150));
         }
@@ -312,10 +316,16 @@ async function main() {
 
     const rows = [...results].map(([key, sample]) => {
       const [mode, c] = key.split('@') as [Mode, string];
+      const calls = sample.ok + sample.errors;
+      // CPU per call of the process(es) doing the proxying: the vault's for the gateway, the
+      // bare proxy's for passthrough (PostgreSQL and NATS servers excluded in both).
+      const proxyCpu =
+        mode === 'gateway' ? aioCpu.get(key) : mode === 'passthrough' ? passCpu.get(key) : undefined;
       return {
         mode,
         concurrency: Number(c),
         aioCpu: (100 * (aioCpu.get(key) ?? 0)) / (sample.elapsedMs / 1000),
+        cpuMsPerCall: proxyCpu === undefined || calls === 0 ? NaN : (proxyCpu * 1000) / calls,
         ...summarize(sample),
       };
     });
@@ -323,10 +333,12 @@ async function main() {
     console.log(
       `\nGateway benchmark (${SHAPE} shape): ${ROUNDS} interleaved rounds of ${ROUND_MS} ms per mode and concurrency; setup ${(setupMs / 1000).toFixed(1)} s; node ${process.version}`,
     );
-    console.log('mode         conc   requests    req/s   p50 ms   p99 ms  errors  vault-processes CPU %');
+    console.log(
+      'mode         conc   requests    req/s   p50 ms   p99 ms  errors  vault-processes CPU %  proxy CPU ms/call',
+    );
     for (const r of rows) {
       console.log(
-        `${r.mode.padEnd(12)} ${String(r.concurrency).padStart(4)} ${String(r.requests).padStart(10)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50).padStart(8)} ${fmt(r.p99).padStart(8)} ${String(r.errors).padStart(7)} ${fmt(r.aioCpu, 0).padStart(8)}`,
+        `${r.mode.padEnd(12)} ${String(r.concurrency).padStart(4)} ${String(r.requests).padStart(10)} ${fmt(r.rps, 0).padStart(8)} ${fmt(r.p50).padStart(8)} ${fmt(r.p99).padStart(8)} ${String(r.errors).padStart(7)} ${fmt(r.aioCpu, 0).padStart(8)} ${fmt(r.cpuMsPerCall, 3).padStart(18)}`,
       );
     }
     const get = (mode: Mode, c: number) => rows.find((r) => r.mode === mode && r.concurrency === c)!;
@@ -341,8 +353,18 @@ async function main() {
     }
     const p = get('passthrough', 1);
     const pS = get('passthrough', SATURATION);
+    // The performance issue's targets; the split shape shares two cores with PostgreSQL, NATS
+    // and the audit service, hence its lower throughput bar.
+    const throughputBar = SHAPE === 'split' ? 0.5 : 0.85;
+    const cpuRatio = g1.cpuMsPerCall / p.cpuMsPerCall;
+    const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');
     console.log(
-      `targets: added p50 vs passthrough ≤ 1 ms → ${g1.p50 - p.p50 <= 1 ? 'met' : 'NOT met'}; throughput ≥ 0.85 × passthrough → ${gS.rps / pS.rps >= 0.85 ? 'met' : 'NOT met'}`,
+      [
+        `targets: added p50 ≤ 1 ms → ${verdict(g1.p50 - p.p50 <= 1)}`,
+        `added p99 ≤ 2 ms → ${verdict(g1.p99 - p.p99 <= 2)}`,
+        `throughput ≥ ${throughputBar} × passthrough → ${verdict(gS.rps / pS.rps >= throughputBar)}`,
+        `CPU per call ≤ 2 × passthrough (now ${fmt(cpuRatio, 1)} ×) → ${verdict(cpuRatio <= 2)}`,
+      ].join('; '),
     );
     console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
   } finally {
