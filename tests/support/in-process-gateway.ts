@@ -20,6 +20,8 @@ export interface InProcessGateway {
   databaseUrl: string | undefined;
   /** Every log line the gateway wrote (for secret-leak assertions). */
   logs: string[];
+  /** `http://127.0.0.1:<port>/metrics` when started with VLT_METRICS_PORT. */
+  metricsUrl: string | undefined;
   close(): Promise<void>;
 }
 
@@ -77,6 +79,7 @@ export async function startInProcessGateway(
     baseUrl: config.publicBaseUrl,
     databaseUrl: base.DATABASE_URL,
     logs,
+    metricsUrl: gw.metricsPort === undefined ? undefined : `http://127.0.0.1:${gw.metricsPort}/metrics`,
     async close() {
       await gw.close();
       await dropDatabase?.();

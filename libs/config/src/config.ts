@@ -32,6 +32,8 @@ const cidr = z.string().regex(/^[0-9a-fA-F:.]+\/\d{1,3}$/, 'expected a CIDR such
 const baseShape = {
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** Prometheus metrics on a port of their own; unset: no metrics listener. */
+  VLT_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   HOST: z.string().default('0.0.0.0'),
   PUBLIC_BASE_URL: optionalUrl,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
@@ -86,6 +88,8 @@ export interface CommonConfig {
   env: 'development' | 'production' | 'test';
   port: number;
   host: string;
+  /** `VLT_METRICS_PORT`: where /metrics is served (same host); undefined: not served. */
+  metricsPort: number | undefined;
   publicBaseUrl: string;
   logLevel: string;
   /** NATS_URL split into its servers, once. Empty only for the all-in-one (in-process bus). */
@@ -200,6 +204,7 @@ export function loadConfig<S extends ServiceName>(
     env: raw.NODE_ENV,
     port: raw.PORT,
     host: raw.HOST,
+    metricsPort: raw.VLT_METRICS_PORT,
     publicBaseUrl,
     logLevel: raw.LOG_LEVEL,
     natsServers: (raw.NATS_URL ?? '')

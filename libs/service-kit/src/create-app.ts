@@ -19,6 +19,7 @@ import { jsonBoundsViolation, REQUEST_JSON_BOUNDS } from '@vlt/policy-engine';
 import { fastifyOtelPlugin } from '@vlt/telemetry';
 import { installErrorHandler } from './error-handler.js';
 import { Errors } from './errors.js';
+import type { ServiceMetrics } from './metrics.js';
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -39,6 +40,8 @@ export interface CreateServiceAppOptions {
   docs?: boolean;
   /** Extra health detail: returns 'ok' or a reason the service is not ready. */
   health?: () => Promise<string> | string;
+  /** Request rate, latency and errors per route go here (served on the metrics port). */
+  metrics?: ServiceMetrics;
 }
 
 /**
@@ -55,6 +58,7 @@ export async function createServiceApp(opts: CreateServiceAppOptions): Promise<A
     requestIdHeader: 'x-request-id',
   }).withTypeProvider<ZodTypeProvider>();
 
+  opts.metrics?.observe(app);
   // Spans for every route when tracing is on (registered before any route).
   const otel = fastifyOtelPlugin();
   if (otel) await app.register(otel);

@@ -3,6 +3,7 @@ export * from './error-handler.js';
 export * from './error-mapping.js';
 export * from './create-app.js';
 export * from './shutdown.js';
+export * from './metrics.js';
 export * from './ids.js';
 export * from './audit-url.js';
 export * from './storable.js';

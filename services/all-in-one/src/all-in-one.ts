@@ -11,12 +11,14 @@ import { loadOrCreateDevMasterKey } from '@vlt/crypto';
 import { createDataPlaneRuntime, dataPlaneRoutes } from '@vlt/data-plane';
 import { openDatabase } from '@vlt/db';
 import { startNotifier } from '@vlt/notifier';
-import { createServiceApp, type App } from '@vlt/service-kit';
+import { createServiceApp, metricsFromConfig, serveMetrics, type App } from '@vlt/service-kit';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
 
 export interface AllInOne {
   app: App;
+  /** The port of /metrics when VLT_METRICS_PORT is set. */
+  metricsPort: number | undefined;
   /** Drains and releases everything, in reverse order of start. */
   close(): Promise<void>;
 }
@@ -46,6 +48,7 @@ export async function startAllInOne(
   const names = busNames(config.natsPrefix);
   const bus = await createBus({ natsServers: config.natsServers, names, logger });
 
+  const metrics = metricsFromConfig(config, 'vlt-all-in-one');
   const cp = await createControlPlaneRuntime({
     config: { ...config, masterKey },
     prisma: db.prisma,
@@ -53,9 +56,10 @@ export async function startAllInOne(
     bus,
     logger,
     embeddedDatabase: db.embedded,
+    metrics,
     ...seams,
   });
-  const dp = await createDataPlaneRuntime({ config, bus, logger, ...seams });
+  const dp = await createDataPlaneRuntime({ config, bus, logger, metrics, ...seams });
   const audit = await startAuditWriter({ bus, names, prisma: db.prisma, logger });
   const notifier = await startNotifier({ bus, names, logger });
 
@@ -64,16 +68,20 @@ export async function startAllInOne(
     logger,
     trustProxy: config.trustProxy,
     bodyLimit: 10 * 1024 * 1024,
+    metrics,
   });
   await app.register(controlPlaneRoutes(cp.deps));
   await app.register(dataPlaneRoutes(dp.deps));
   await cp.start();
   await dp.ready;
+  const metricsServer = await serveMetrics(metrics, config);
 
   return {
     app,
+    metricsPort: metricsServer?.port,
     async close() {
       try {
+        await metricsServer?.close();
         await app.close();
         await dp.stop();
         await cp.stop();

@@ -1,6 +1,6 @@
 import type { Bus, BusNames, Consumer } from '@vlt/bus';
 import type { PrismaClient } from '@vlt/db';
-import { createServiceApp, type App } from '@vlt/service-kit';
+import { createServiceApp, type App, type ServiceMetrics } from '@vlt/service-kit';
 import type { FastifyBaseLogger } from 'fastify';
 import { startAuditWriter } from './audit-writer.js';
 
@@ -9,6 +9,7 @@ export interface AuditDeps {
   names: BusNames;
   prisma: PrismaClient;
   logger: FastifyBaseLogger;
+  metrics?: ServiceMetrics;
 }
 
 /** The audit service: its consumer, and an HTTP face for health and docs. */
@@ -18,6 +19,7 @@ export async function buildAuditApp(deps: AuditDeps): Promise<{ app: App; consum
     title: 'Agent credential vault — audit',
     logger: deps.logger,
     trustProxy: [],
+    metrics: deps.metrics,
     health: async () => {
       // Not ready when the database it writes to does not answer.
       await deps.prisma.$queryRaw`SELECT 1`;

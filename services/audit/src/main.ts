@@ -2,7 +2,7 @@
 import { busNames, createNatsBus } from '@vlt/bus';
 import { loadConfig } from '@vlt/config';
 import { createPrismaClient } from '@vlt/db';
-import { runUntilSignal } from '@vlt/service-kit';
+import { metricsFromConfig, runUntilSignal, serveMetrics } from '@vlt/service-kit';
 import { createLogger, startTelemetry } from '@vlt/telemetry';
 import { buildAuditApp } from './app.js';
 
@@ -13,9 +13,12 @@ async function main(): Promise<void> {
   const prisma = createPrismaClient(config.databaseUrl);
   const names = busNames(config.natsPrefix);
   const bus = await createNatsBus({ servers: config.natsServers, names, name: 'audit', logger });
-  const { app, consumer } = await buildAuditApp({ bus, names, prisma, logger });
+  const metrics = metricsFromConfig(config, 'vlt-audit');
+  const { app, consumer } = await buildAuditApp({ bus, names, prisma, logger, metrics });
   await app.listen({ port: config.port, host: config.host });
+  const metricsServer = await serveMetrics(metrics, config);
   await runUntilSignal(logger, async () => {
+    await metricsServer?.close();
     await app.close();
     await consumer.stop();
     await bus.close();

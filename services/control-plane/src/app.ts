@@ -49,6 +49,7 @@ export async function buildControlPlaneApp(deps: ControlPlaneDeps): Promise<App>
     title: 'Agent credential vault — control plane',
     logger: deps.logger,
     trustProxy: deps.config.trustProxy,
+    metrics: deps.metrics,
   });
   await app.register(controlPlaneRoutes(deps));
   return app;

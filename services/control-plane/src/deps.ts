@@ -7,6 +7,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { OutboxRelay } from './infra/outbox.js';
 import type { RateLimiter } from './infra/rate-limiter.js';
 import type { SigningKeys } from './infra/signing-keys.js';
+import type { ServiceMetrics } from '@vlt/service-kit';
 
 /** Everything the control plane's service functions need: one typed object, no singletons. */
 export interface ControlPlaneDeps {
@@ -23,4 +24,6 @@ export interface ControlPlaneDeps {
   outbox: OutboxRelay;
   rateLimiter: RateLimiter;
   now: () => Date;
+  /** When the process serves metrics (request rates, outbox depth). */
+  metrics?: ServiceMetrics;
 }

@@ -8,7 +8,7 @@ import { applyMigrations, createDatabaseClients } from '@vlt/db';
 import { createLogger, startTelemetry } from '@vlt/telemetry';
 import { buildControlPlaneApp } from './app.js';
 import { createControlPlaneRuntime } from './runtime.js';
-import { runUntilSignal } from '@vlt/service-kit';
+import { metricsFromConfig, runUntilSignal, serveMetrics } from '@vlt/service-kit';
 
 async function main(): Promise<void> {
   const config = loadConfig('control-plane', process.env);
@@ -22,17 +22,14 @@ async function main(): Promise<void> {
     name: 'control-plane',
     logger,
   });
-  const runtime = await createControlPlaneRuntime({
-    config,
-    prisma,
-    sql,
-    bus,
-    logger,
-  });
+  const metrics = metricsFromConfig(config, 'vlt-control-plane');
+  const runtime = await createControlPlaneRuntime({ config, prisma, sql, bus, logger, metrics });
   const app = await buildControlPlaneApp(runtime.deps);
   await runtime.start();
   await app.listen({ port: config.port, host: config.host });
+  const metricsServer = await serveMetrics(metrics, config);
   await runUntilSignal(logger, async () => {
+    await metricsServer?.close();
     await app.close();
     await runtime.stop();
     await bus.close();

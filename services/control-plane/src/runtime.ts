@@ -12,6 +12,7 @@ import { createSigningKeys } from './infra/signing-keys.js';
 import { expireStaleApprovals } from './modules/approvals/service.js';
 import { purgeSpentOAuthFlows } from './modules/connections/oauth-flow.js';
 import { resyncCaches, serveDataPlaneRequests } from './modules/data-plane-feed/service.js';
+import type { ServiceMetrics } from '@vlt/service-kit';
 
 export interface ControlPlaneRuntime {
   deps: ControlPlaneDeps;
@@ -32,6 +33,7 @@ export async function createControlPlaneRuntime(opts: {
   embeddedDatabase?: boolean;
   /** CAs trusted for provider HTTPS besides the system's (tests; processes use NODE_EXTRA_CA_CERTS). */
   upstreamCa?: string[];
+  metrics?: ServiceMetrics;
 }): Promise<ControlPlaneRuntime> {
   const { config, prisma, bus, logger } = opts;
   const sql = opts.sql ?? sqlThroughPrisma(prisma);
@@ -69,7 +71,18 @@ export async function createControlPlaneRuntime(opts: {
     outbox,
     rateLimiter: createRateLimiter(sql, now),
     now,
+    ...(opts.metrics && { metrics: opts.metrics }),
   };
+  opts.metrics?.gauge(
+    'vlt_outbox_pending',
+    'Committed changes whose events or cache updates are not yet published',
+    async () => {
+      const rows = await sql<{
+        n: number;
+      }>`SELECT count(*)::int AS n FROM outbox_events WHERE published_at IS NULL`;
+      return rows[0]?.n ?? 0;
+    },
+  );
   const handles: { stop(): Promise<void> }[] = [];
   let expiryTimer: NodeJS.Timeout | undefined;
   let keyTimer: NodeJS.Timeout | undefined;

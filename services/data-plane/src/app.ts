@@ -23,6 +23,7 @@ export async function buildDataPlaneApp(deps: DataPlaneDeps): Promise<App> {
     trustProxy: deps.config.trustProxy,
     // Execute bodies carry provider payloads; the policy's own size limit applies after parsing.
     bodyLimit: 10 * 1024 * 1024,
+    metrics: deps.metrics,
   });
   await app.register(dataPlaneRoutes(deps));
   return app;

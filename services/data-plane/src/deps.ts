@@ -5,6 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { SnapshotCaches } from './caches.js';
 import type { CredentialCache } from './credentials.js';
 import type { RateCounter } from './rate-counter.js';
+import type { ServiceMetrics } from '@vlt/service-kit';
 
 export interface DataPlaneDeps {
   config: Readonly<DataPlaneSettings>;
@@ -16,4 +17,6 @@ export interface DataPlaneDeps {
   rateCounter: RateCounter;
   upstream: UpstreamClient;
   now: () => Date;
+  /** Decisions by outcome, when the process serves metrics. */
+  metrics?: ServiceMetrics;
 }

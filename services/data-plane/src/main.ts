@@ -1,7 +1,7 @@
 /** Data-plane process: stateless; serves Model A/B from caches pushed over NATS. */
 import { busNames, createNatsBus } from '@vlt/bus';
 import { loadConfig } from '@vlt/config';
-import { runUntilSignal } from '@vlt/service-kit';
+import { metricsFromConfig, runUntilSignal, serveMetrics } from '@vlt/service-kit';
 import { createLogger, startTelemetry } from '@vlt/telemetry';
 import { buildDataPlaneApp } from './app.js';
 import { createDataPlaneRuntime } from './runtime.js';
@@ -16,11 +16,14 @@ async function main(): Promise<void> {
     name: 'data-plane',
     logger,
   });
-  const runtime = await createDataPlaneRuntime({ config, bus, logger });
+  const metrics = metricsFromConfig(config, 'vlt-data-plane');
+  const runtime = await createDataPlaneRuntime({ config, bus, logger, metrics });
   await runtime.ready;
   const app = await buildDataPlaneApp(runtime.deps);
   await app.listen({ port: config.port, host: config.host });
+  const metricsServer = await serveMetrics(metrics, config);
   await runUntilSignal(logger, async () => {
+    await metricsServer?.close();
     await app.close();
     await runtime.stop();
     await bus.close();

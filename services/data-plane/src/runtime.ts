@@ -7,6 +7,7 @@ import { createSnapshotCaches } from './caches.js';
 import { createCredentialCache } from './credentials.js';
 import type { DataPlaneDeps } from './deps.js';
 import { createRateCounter } from './rate-counter.js';
+import type { ServiceMetrics } from '@vlt/service-kit';
 
 export interface DataPlaneRuntime {
   deps: DataPlaneDeps;
@@ -22,6 +23,7 @@ export async function createDataPlaneRuntime(opts: {
   now?: () => Date;
   /** CAs trusted for provider HTTPS besides the system's (tests; processes use NODE_EXTRA_CA_CERTS). */
   upstreamCa?: string[];
+  metrics?: ServiceMetrics;
 }): Promise<DataPlaneRuntime> {
   const { config, bus, logger } = opts;
   const names = busNames(config.natsPrefix);
@@ -45,6 +47,7 @@ export async function createDataPlaneRuntime(opts: {
     rateCounter: createRateCounter({ bus, names }),
     upstream,
     now: opts.now ?? (() => new Date()),
+    ...(opts.metrics && { metrics: opts.metrics }),
   };
   return {
     deps,

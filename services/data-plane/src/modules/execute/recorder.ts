@@ -35,6 +35,7 @@ function auditEvent(
 }
 
 async function publish(deps: DataPlaneDeps, e: AuditEventMessage): Promise<void> {
+  deps.metrics?.decision(e.action, e.decision);
   await deps.bus.publish(deps.names.eventSubject(eventCategory(e.action), e.action), e, { msgId: e.auditId });
 }
 
