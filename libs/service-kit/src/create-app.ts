@@ -20,6 +20,7 @@ import { fastifyOtelPlugin } from '@vlt/telemetry';
 import { installErrorHandler } from './error-handler.js';
 import { Errors } from './errors.js';
 import type { ServiceMetrics } from './metrics.js';
+import { readTextBody } from './read-text-body.js';
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -68,11 +69,15 @@ export async function createServiceApp(opts: CreateServiceAppOptions): Promise<A
   // Fastify's own parser still does the parsing, with its prototype-poisoning protection.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    const violation = jsonBoundsViolation(body as string, REQUEST_JSON_BOUNDS);
-    if (violation) return done(Errors.badRequest(`invalid request body: ${violation}`), undefined);
-    parseJson(req, body as string, done);
-  });
+  const bodyLimit = opts.bodyLimit ?? 1024 * 1024;
+  app.addContentTypeParser('application/json', (req, payload, done) =>
+    readTextBody(req, payload, bodyLimit, (err, body) => {
+      if (err || body === undefined) return done(err ?? null, undefined);
+      const violation = jsonBoundsViolation(body, REQUEST_JSON_BOUNDS);
+      if (violation) return done(Errors.badRequest(`invalid request body: ${violation}`), undefined);
+      parseJson(req, body, done);
+    }),
+  );
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

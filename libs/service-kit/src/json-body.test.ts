@@ -3,7 +3,9 @@
  * overflow after parsing). Every service's JSON parser now bounds depth and width first.
  */
 import { describe, expect, it } from 'vitest';
+import { Readable } from 'node:stream';
 import pino from 'pino';
+import { request } from 'undici';
 import { createServiceApp } from './create-app.js';
 
 async function echoApp() {
@@ -53,5 +55,62 @@ describe('regression: JSON request bodies are bounded before they are parsed', (
     const app = await echoApp();
     const res = await post(app, JSON.stringify({ text: '['.repeat(10_000) + '"\\' }));
     expect(res.statusCode).toBe(200);
+  });
+});
+
+describe('JSON request bodies are decoded as they arrive', () => {
+  async function listening(bodyLimit?: number) {
+    const app = await createServiceApp({
+      title: 't',
+      logger: pino({ level: 'silent' }),
+      trustProxy: [],
+      ...(bodyLimit ? { bodyLimit } : {}),
+    });
+    app.post('/echo', async (req) => req.body);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    return { app, url: `http://127.0.0.1:${port}/echo` };
+  }
+
+  it('keeps a multi-byte character split across two chunks intact', async () => {
+    const { app, url } = await listening();
+    try {
+      const bytes = Buffer.from(JSON.stringify({ text: 'é€😀 ok' }));
+      const cut = bytes.indexOf(Buffer.from('€')) + 1; // inside the three bytes of €
+      const res = await request(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: Readable.from([bytes.subarray(0, cut), bytes.subarray(cut)]),
+      });
+      expect(res.statusCode).toBe(200);
+      expect(await res.body.json()).toEqual({ text: 'é€😀 ok' });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('answers 413 past the body limit (streamed, no content-length) and 400 for a short body', async () => {
+    const { app, url } = await listening(64);
+    try {
+      const big = await request(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: Readable.from([Buffer.from('{"a":"'), Buffer.alloc(100, 'x'), Buffer.from('"}')]),
+      });
+      expect(big.statusCode).toBe(413);
+      expect(typeof ((await big.body.json()) as { error: unknown }).error).toBe('string');
+
+      const app2 = await echoApp();
+      const short = await app2.inject({
+        method: 'POST',
+        url: '/echo',
+        headers: { 'content-type': 'application/json', 'content-length': '50' },
+        payload: '{"a":1}',
+      });
+      expect([400, 413]).toContain(short.statusCode);
+      expect(short.statusCode).not.toBe(200);
+    } finally {
+      await app.close();
+    }
   });
 });
