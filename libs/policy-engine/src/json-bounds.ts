@@ -16,20 +16,33 @@ export interface JsonBounds {
   maxDepth: number;
   /** Most values inside containers (object members and array elements), whole document. */
   maxMembers: number;
+  /**
+   * Most object members (key: value pairs), whole document. Keys are what make parsing
+   * expensive: V8 parses 100,000 distinct keys in about 100 ms against a few ms for as many
+   * array elements, and a parse cannot be interrupted. Unlimited when absent.
+   */
+  maxObjectMembers?: number;
 }
 
 /**
  * Request bodies: provider payloads fit easily (rich-text documents such as Atlassian's ADF
- * nest about 20 deep; the largest batch APIs take a few thousand items), while the cost of the
- * worst body stays small.
+ * nest about 20 deep; the largest batch APIs take a few thousand items; long arrays of numbers,
+ * such as pre-tokenised model input, stay cheap), while the worst body parses in about 25 ms:
+ * the event loop every tenant shares is never held much longer (ADR 0039).
  */
-export const REQUEST_JSON_BOUNDS: JsonBounds = { maxDepth: 64, maxMembers: 100_000 };
+export const REQUEST_JSON_BOUNDS: JsonBounds = {
+  maxDepth: 64,
+  maxMembers: 100_000,
+  maxObjectMembers: 25_000,
+};
 
 /** The reason `text` exceeds `bounds`, or null when it does not. */
 export function jsonBoundsViolation(text: string, bounds: JsonBounds): string | null {
   const n = text.length;
   let depth = 0;
   let members = 0;
+  let objectMembers = 0;
+  const maxObjectMembers = bounds.maxObjectMembers ?? Number.POSITIVE_INFINITY;
   let i = 0;
   while (i < n) {
     const c = text.charCodeAt(i);
@@ -53,6 +66,9 @@ export function jsonBoundsViolation(text: string, bounds: JsonBounds): string | 
       depth--;
     } else if (c === 0x2c /* , */) {
       if (++members > bounds.maxMembers) return `JSON with more than ${bounds.maxMembers} members`;
+    } else if (c === 0x3a /* : */) {
+      // Outside strings, every object member has exactly one colon.
+      if (++objectMembers > maxObjectMembers) return `JSON with more than ${maxObjectMembers} object keys`;
     }
     i++;
   }

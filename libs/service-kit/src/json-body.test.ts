@@ -39,6 +39,12 @@ describe('regression: JSON request bodies are bounded before they are parsed', (
     const wide = (n: number) => `[${Array.from({ length: n }, () => '0').join(',')}]`;
     expect((await post(app, wide(100_001))).statusCode).toBe(400);
     expect((await post(app, wide(50_000))).statusCode).toBe(200);
+    // Object keys have their own, lower bound: they are what makes parsing slow.
+    const keys = (n: number) => `{${Array.from({ length: n }, (_, i) => `"k${i}":0`).join(',')}}`;
+    expect((await post(app, keys(25_000))).statusCode).toBe(200);
+    const tooMany = await post(app, keys(25_001));
+    expect(tooMany.statusCode).toBe(400);
+    expect(tooMany.json().error).toMatch(/more than 25000 object keys/);
     const nested = '['.repeat(64) + ']'.repeat(64);
     expect((await post(app, nested)).statusCode).toBe(200);
     expect((await post(app, '['.repeat(65) + ']'.repeat(65))).statusCode).toBe(400);
