@@ -46,6 +46,7 @@ import {
   toJsonText,
   withTraceContext,
 } from './wire.js';
+import { withSpans } from './spans.js';
 
 export interface InProcessBusOptions {
   names: BusNames;
@@ -94,7 +95,7 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
     return s;
   };
 
-  return {
+  return withSpans({
     async kv(bucket) {
       assertOpen();
       assertBucketName(bucket);
@@ -183,7 +184,7 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
         log.warn({}, 'bus: closing with unconsumed in-memory events; they are lost');
       await Promise.allSettled([...stoppables].map((s) => s.stop()));
     },
-  };
+  });
 
   /** One member of every queue group listening on the subject, in turn. */
   function pickRepliers(subject: string): Replier[] {

@@ -22,6 +22,8 @@ export type {
   StreamMessage,
 } from './bus.js';
 export { busNames, type BusNames } from './names.js';
+/** Trace context in message headers, for messages that wait somewhere first (the outbox). */
+export { runInTraceContext, withTraceContext } from './wire.js';
 export { createNatsBus, destroyNatsBusState, purgeNatsPrefix, type NatsBusOptions } from './nats-bus.js';
 export { createInProcessBus, type InProcessBusOptions } from './in-process-bus.js';
 export { createBus, type CreateBusOptions } from './create-bus.js';

@@ -70,6 +70,7 @@ import {
   subjectMatches,
   withTraceContext,
 } from './wire.js';
+import { withSpans } from './spans.js';
 
 export interface NatsBusOptions {
   servers: string | string[];
@@ -306,7 +307,7 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
       if (!nc.isClosed()) await nc.close().catch(() => {});
     },
   };
-  return bus;
+  return withSpans(bus);
 }
 
 // ---------- stream and consumer setup ----------

@@ -145,10 +145,12 @@ async function startSdk(
     { NodeSDK, core },
     { getNodeAutoInstrumentations: autoInstrumentations },
     { FastifyOtelInstrumentation },
+    { PrismaInstrumentation },
   ] = await Promise.all([
     import('@opentelemetry/sdk-node'),
     import('@opentelemetry/auto-instrumentations-node'),
     import('@fastify/otel'),
+    import('@prisma/instrumentation'),
   ]);
 
   const fastifyInstrumentation = new FastifyOtelInstrumentation({
@@ -172,6 +174,10 @@ async function startSdk(
       '@opentelemetry/instrumentation-runtime-node': { enabled: false },
     }),
     fastifyInstrumentation,
+    // Database spans: Prisma traces its own operations and statements (SQL text with bind
+    // parameters, never values), whatever the module load order (ESM imports escape the
+    // require hooks the pg instrumentation relies on).
+    new PrismaInstrumentation() as unknown as Instrumentation,
   ];
 
   const sdk = new NodeSDK({

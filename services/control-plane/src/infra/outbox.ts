@@ -5,7 +5,7 @@
  * which matters most for revocations (disable agent, revoke connection).
  */
 import { randomUUID } from 'node:crypto';
-import type { Bus, BusNames } from '@vlt/bus';
+import { runInTraceContext, withTraceContext, type Bus, type BusNames, type Headers } from '@vlt/bus';
 import { eventCategory, type AuditEventMessage } from '@vlt/contracts';
 import type { Prisma, PrismaClient } from '@vlt/db';
 import type { FastifyBaseLogger } from 'fastify';
@@ -42,6 +42,9 @@ export async function enqueueOutbox(tx: Tx, names: BusNames, items: OutboxItem[]
           : `kv:${item.bucket}`,
       msgId: item.kind === 'event' ? item.event.auditId : randomUUID(),
       payload: item as unknown as Prisma.InputJsonValue,
+      // The trace of the change that enqueued it, so its event continues that trace when the
+      // relay publishes it later (from a timer, or another replica).
+      headers: withTraceContext({}) as Prisma.InputJsonValue,
     })),
   });
 }
@@ -101,7 +104,8 @@ export function createOutboxRelay(deps: {
       const item = row.payload as unknown as OutboxItem;
       try {
         if (item.kind === 'event') {
-          await bus.publish(row.subject, item.event, { msgId: row.msgId });
+          const traced = (row.headers ?? {}) as Headers;
+          await runInTraceContext(traced, () => bus.publish(row.subject, item.event, { msgId: row.msgId }));
         } else {
           const kv = await bus.kv(item.bucket);
           if (item.op === 'put') await kv.put(item.key, item.value);
