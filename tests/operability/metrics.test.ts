@@ -102,6 +102,7 @@ describe('metrics', () => {
     );
     expect(sample(text, 'vlt_decisions_total', { action: 'execution_denied', decision: 'denied' })).toBe(1);
     expect(sample(text, 'vlt_outbox_pending', {})).toBeGreaterThanOrEqual(0);
+    expect(sample(text, 'vlt_audit_consumer_pending', {})).toBeGreaterThanOrEqual(0);
     expect(text).toContain('process_cpu_seconds_total');
 
     // Route templates only: no id, query value, token or credential in any label.

@@ -74,6 +74,8 @@ export interface ConsumerOptions {
 
 export interface Consumer {
   stop(): Promise<void>;
+  /** Events of its filter not yet acknowledged (waiting or in flight): the consumer's lag. */
+  pending(): Promise<number>;
 }
 
 export interface ReplyHandle {

@@ -499,6 +499,16 @@ class MemoryStream {
     return retryAt === undefined ? {} : { retryAt };
   }
 
+  /** Events of the durable's filter that it has not finished. */
+  pendingCount(d: DurableState): number {
+    let n = 0;
+    for (let i = this.head; i < this.events.length; i++) {
+      const e = this.events[i]!;
+      if (e.seq > d.ackFloor && !d.done.has(e.seq) && subjectMatches(d.filter, e.subject)) n++;
+    }
+    return n;
+  }
+
   finish(d: DurableState, seq: number): void {
     d.inFlight.delete(seq);
     d.pending.delete(seq);
@@ -645,5 +655,6 @@ function runConsumer(
       await loop;
       d.waiters.delete(waiter);
     },
+    pending: async () => stream.pendingCount(d),
   };
 }

@@ -495,6 +495,10 @@ function runConsumer(
       // successor with the same durable name starts pulling.
       if (!nc.isClosed()) await nc.flush().catch(() => {});
     },
+    async pending() {
+      const info = await consumer.info();
+      return info.num_pending + info.num_ack_pending;
+    },
   };
 }
 

@@ -523,6 +523,29 @@ export function describeBusConformance(label: string, open: () => Promise<Confor
       });
     });
 
+    describe('consumer lag', () => {
+      it('pending() counts events waiting or in flight, and reaches 0 once all are acked', async () => {
+        const { subject, filter, durable } = topic();
+        for (let i = 0; i < 3; i++) await bus.publish(subject, i, { msgId: `${durable}-lag-${i}` });
+        let release!: () => void;
+        const gate = new Promise<void>((r) => (release = r));
+        const c = await bus.consume({ durable, filterSubject: filter }, async () => (await gate, ack));
+        const until = async (want: (n: number) => boolean) => {
+          const deadline = Date.now() + 10_000;
+          let n = await c.pending();
+          while (!want(n) && Date.now() < deadline) {
+            await new Promise((r) => setTimeout(r, 50));
+            n = await c.pending();
+          }
+          return n;
+        };
+        expect(await until((n) => n === 3)).toBe(3);
+        release();
+        expect(await until((n) => n === 0)).toBe(0);
+        await c.stop();
+      });
+    });
+
     describe('close', () => {
       it('stops everything and then refuses work with BusClosedError', async () => {
         const extra = await open();

@@ -61,6 +61,9 @@ export async function startAllInOne(
   });
   const dp = await createDataPlaneRuntime({ config, bus, logger, metrics, ...seams });
   const audit = await startAuditWriter({ bus, names, prisma: db.prisma, logger });
+  metrics?.gauge('vlt_audit_consumer_pending', 'Events the audit writer has not yet stored (its lag)', () =>
+    audit.pending(),
+  );
   const notifier = await startNotifier({ bus, names, logger });
 
   const app = await createServiceApp({

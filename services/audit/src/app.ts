@@ -15,6 +15,11 @@ export interface AuditDeps {
 /** The audit service: its consumer, and an HTTP face for health and docs. */
 export async function buildAuditApp(deps: AuditDeps): Promise<{ app: App; consumer: Consumer }> {
   const consumer = await startAuditWriter(deps);
+  deps.metrics?.gauge(
+    'vlt_audit_consumer_pending',
+    'Events the audit writer has not yet stored (its lag)',
+    () => consumer.pending(),
+  );
   const app = await createServiceApp({
     title: 'Agent credential vault — audit',
     logger: deps.logger,
