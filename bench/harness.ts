@@ -58,7 +58,9 @@ export async function openBenchHarness(name: string, hardLimitMs: number): Promi
     api,
     dataDir,
     startRole(file, role, env) {
-      const child = spawn(process.execPath, ['--import', 'tsx', file, `--role=${role}`], {
+      // VLT_SERVICE_NODE_ARGS passes flags such as --cpu-prof to every role (profiling a bench).
+      const extra = (process.env.VLT_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+      const child = spawn(process.execPath, [...extra, '--import', 'tsx', file, `--role=${role}`], {
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
         stdio: ['ignore', 'pipe', 'inherit'],
       });
