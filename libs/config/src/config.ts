@@ -70,6 +70,11 @@ const dataPlaneShape = {
   VLT_UPSTREAM_STREAM_DEADLINE_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
   /** How long fetched provider credentials stay cached in a data-plane pod. */
   VLT_CREDENTIAL_CACHE_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
+  /**
+   * How long past its fetch a cached credential is still served while the control plane gives
+   * no answer (never past an OAuth token's expiry); 0 turns the outage fallback off.
+   */
+  VLT_CREDENTIAL_STALE_MS: z.coerce.number().int().min(0).max(3_600_000).default(900_000),
 };
 
 const schemas = {
@@ -119,6 +124,7 @@ export interface DataPlaneSettings extends CommonConfig {
   upstreamDeadlineMs: number;
   upstreamStreamDeadlineMs: number;
   credentialCacheMs: number;
+  credentialStaleMs: number;
 }
 
 /** The split control plane: its database, broker and master key are required. */
@@ -232,6 +238,7 @@ export function loadConfig<S extends ServiceName>(
     upstreamDeadlineMs: raw.VLT_UPSTREAM_DEADLINE_MS,
     upstreamStreamDeadlineMs: raw.VLT_UPSTREAM_STREAM_DEADLINE_MS,
     credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS,
+    credentialStaleMs: raw.VLT_CREDENTIAL_STALE_MS,
   };
   // The checks above guarantee the fields each split service's type declares required.
   return Object.freeze(all) as unknown as Readonly<ConfigByService[S]>;

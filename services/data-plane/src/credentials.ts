@@ -1,6 +1,11 @@
 /**
  * Provider credentials fetched from the control plane over request/reply and kept for a
  * short time (VLT_CREDENTIAL_CACHE_MS). Concurrent misses share one request.
+ *
+ * Outage posture (ADR 0003): when the control plane gives no answer at all (no responders, a
+ * timeout, an error reply, or "refresh unavailable"), a credential this replica already holds is
+ * served for up to VLT_CREDENTIAL_STALE_MS past its fetch, never past an OAuth token's expiry.
+ * A refusal (revoked, needs re-auth, forbidden, not found) is an answer: it drops the entry at once.
  */
 import type { Bus, BusNames } from '@vlt/bus';
 import { CredentialsResponse } from '@vlt/contracts';
@@ -12,24 +17,79 @@ import { CredentialsResponse } from '@vlt/contracts';
  */
 const CREDENTIALS_TIMEOUT_MS = 15_000;
 
+/** An OAuth token this close to its expiry is not handed out from a stale entry. */
+const STALE_EXPIRY_SKEW_MS = 30_000;
+
+type Granted = Extract<CredentialsResponse, { ok: true }>;
+
 export interface CredentialCache {
   get(req: { workspaceId: string; agentId: string; connectionId: string }): Promise<CredentialsResponse>;
   invalidate(connectionId: string): void;
+}
+
+interface Entry {
+  value: Granted;
+  /** Fresh until: served without asking. */
+  until: number;
+  /** Served while the control plane gives no answer, until this instant. */
+  staleUntil: number;
+  connectionId: string;
+  /** The outage warning is logged once per entry, not once per call. */
+  warned: boolean;
+}
+
+export interface CredentialCacheLogger {
+  warn(obj: object, msg?: string): void;
 }
 
 export function createCredentialCache(deps: {
   bus: Bus;
   names: BusNames;
   ttlMs: number;
+  /** How long past its fetch a credential may be served while the control plane is unreachable; 0 disables. */
+  staleMs?: number;
   timeoutMs?: number;
+  logger?: CredentialCacheLogger;
 }): CredentialCache {
-  const cache = new Map<string, { value: CredentialsResponse; until: number; connectionId: string }>();
+  const now = () => Date.now();
+  const staleMs = deps.staleMs ?? 0;
+  const cache = new Map<string, Entry>();
   const inflight = new Map<string, Promise<CredentialsResponse>>();
+
+  /** The stale entry, when one may stand in for an answer the control plane could not give. */
+  function standIn(key: string, reason: string): Granted | undefined {
+    const entry = cache.get(key);
+    if (!entry || entry.staleUntil <= now()) return undefined;
+    if (!entry.warned) {
+      entry.warned = true;
+      deps.logger?.warn(
+        { connectionId: entry.connectionId, reason, staleForMs: now() - (entry.until - deps.ttlMs) },
+        'control plane gave no answer: serving a cached credential',
+      );
+    }
+    return entry.value;
+  }
+
+  function store(key: string, connectionId: string, value: Granted): void {
+    if (deps.ttlMs <= 0) return;
+    const fetchedAt = now();
+    const expiresAt = value.credentials.type === 'bearer' ? (value.credentials.expiresAt ?? null) : null;
+    let staleUntil = fetchedAt + staleMs;
+    if (expiresAt !== null) staleUntil = Math.min(staleUntil, expiresAt - STALE_EXPIRY_SKEW_MS);
+    cache.set(key, {
+      value,
+      until: fetchedAt + Math.min(deps.ttlMs, value.ttlMs),
+      staleUntil,
+      connectionId,
+      warned: false,
+    });
+  }
+
   return {
     async get(req) {
       const key = `${req.agentId}:${req.connectionId}`;
       const hit = cache.get(key);
-      if (hit && hit.until > Date.now()) return hit.value;
+      if (hit && hit.until > now()) return hit.value;
       const pending = inflight.get(key);
       if (pending) return pending;
       const p = deps.bus
@@ -38,18 +98,24 @@ export function createCredentialCache(deps: {
           { v: 1, ...req },
           { timeoutMs: deps.timeoutMs ?? CREDENTIALS_TIMEOUT_MS },
         )
-        .then((raw) => {
-          const value = CredentialsResponse.parse(raw);
-          // Only successes are cached: a refusal is re-asked next time.
-          if (value.ok && deps.ttlMs > 0) {
-            cache.set(key, {
-              value,
-              until: Date.now() + Math.min(deps.ttlMs, value.ttlMs),
-              connectionId: req.connectionId,
-            });
-          }
-          return value;
-        })
+        .then(
+          (raw) => {
+            const value = CredentialsResponse.parse(raw);
+            if (value.ok) {
+              store(key, req.connectionId, value);
+              return value;
+            }
+            if (value.code === 'unavailable') return standIn(key, 'refresh unavailable') ?? value;
+            // A refusal is an answer: nothing cached may outlive it.
+            cache.delete(key);
+            return value;
+          },
+          (err: unknown) => {
+            const stale = standIn(key, err instanceof Error ? err.name : 'request failed');
+            if (stale) return stale;
+            throw err;
+          },
+        )
         .finally(() => inflight.delete(key));
       inflight.set(key, p);
       return p;

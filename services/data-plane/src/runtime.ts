@@ -28,7 +28,13 @@ export async function createDataPlaneRuntime(opts: {
   const { config, bus, logger } = opts;
   const names = busNames(config.natsPrefix);
   const caches = await createSnapshotCaches({ bus, names, logger });
-  const credentials = createCredentialCache({ bus, names, ttlMs: config.credentialCacheMs });
+  const credentials = createCredentialCache({
+    bus,
+    names,
+    ttlMs: config.credentialCacheMs,
+    staleMs: config.credentialStaleMs,
+    logger,
+  });
   const upstream = createUpstreamClient({
     ssrfAllowCidrs: config.ssrfAllowCidrs,
     timeoutMs: config.upstreamTimeoutMs,

@@ -1,0 +1,161 @@
+import { busNames, createInProcessBus, type Bus, type ReplyHandle } from '@vlt/bus';
+import type { CredentialsResponse } from '@vlt/contracts';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createCredentialCache } from './credentials.js';
+
+const names = busNames('credtest');
+const req = {
+  workspaceId: '00000000-0000-4000-8000-000000000001',
+  agentId: '00000000-0000-4000-8000-000000000002',
+  connectionId: '00000000-0000-4000-8000-000000000003',
+};
+const TTL = 30_000;
+const STALE = 900_000;
+
+type Mode = 'answer' | 'throw';
+
+/** A control plane on the in-process bus whose answers the test sets, and that can be stopped. */
+function fakeControlPlane(bus: Bus) {
+  let handle: ReplyHandle | undefined;
+  const state: { mode: Mode; answer: CredentialsResponse; calls: number } = {
+    mode: 'answer',
+    answer: { ok: true, credentials: { type: 'api_key', key: 'k-1' }, ttlMs: TTL },
+    calls: 0,
+  };
+  return {
+    state,
+    async start() {
+      handle = await bus.reply(names.rpc.credentialsGet, async () => {
+        state.calls += 1;
+        if (state.mode === 'throw') throw new Error('database is down');
+        return state.answer;
+      });
+    },
+    async stop() {
+      await handle?.stop();
+      handle = undefined;
+    },
+  };
+}
+
+describe('credential cache: outage posture', () => {
+  let bus: Bus;
+  let cp: ReturnType<typeof fakeControlPlane>;
+  let t: number;
+  const warnings: object[] = [];
+  const cache = (staleMs = STALE) =>
+    createCredentialCache({
+      bus,
+      names,
+      ttlMs: TTL,
+      staleMs,
+      timeoutMs: 200,
+      logger: { warn: (obj) => warnings.push(obj) },
+    });
+
+  beforeEach(async () => {
+    bus = createInProcessBus({ names, requestTimeoutMs: 200 });
+    cp = fakeControlPlane(bus);
+    await cp.start();
+    // Only Date is faked: the bus's own timers stay real.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    t = 1_000_000;
+    vi.setSystemTime(t);
+    warnings.length = 0;
+  });
+  afterEach(async () => {
+    vi.useRealTimers();
+    await bus.close();
+  });
+
+  it('regression: keeps serving a fetched credential past its TTL while the control plane has no responders', async () => {
+    const c = cache();
+    expect(await c.get(req)).toMatchObject({ ok: true, credentials: { key: 'k-1' } });
+    await cp.stop();
+    vi.setSystemTime((t += TTL + 1));
+    // Before the fix every call here failed (503) once the 30 s entry expired.
+    expect(await c.get(req)).toMatchObject({ ok: true, credentials: { key: 'k-1' } });
+    vi.setSystemTime((t += 60_000));
+    expect(await c.get(req)).toMatchObject({ ok: true });
+    expect(warnings).toHaveLength(1);
+    expect(JSON.stringify(warnings)).not.toContain('k-1');
+  });
+
+  it('asks again after the TTL when the control plane answers, and uses the new credential', async () => {
+    const c = cache();
+    await c.get(req);
+    cp.state.answer = { ok: true, credentials: { type: 'api_key', key: 'k-2' }, ttlMs: TTL };
+    vi.setSystemTime((t += TTL - 1));
+    expect(await c.get(req)).toMatchObject({ credentials: { key: 'k-1' } });
+    vi.setSystemTime((t += 2));
+    expect(await c.get(req)).toMatchObject({ credentials: { key: 'k-2' } });
+    expect(cp.state.calls).toBe(2);
+  });
+
+  it('serves the cached credential when the control plane replies with an error (its database is down)', async () => {
+    const c = cache();
+    await c.get(req);
+    cp.state.mode = 'throw';
+    vi.setSystemTime((t += TTL + 1));
+    expect(await c.get(req)).toMatchObject({ ok: true, credentials: { key: 'k-1' } });
+  });
+
+  it('stops serving it once the stale window has passed: the call fails closed', async () => {
+    const c = cache();
+    await c.get(req);
+    await cp.stop();
+    vi.setSystemTime((t += STALE + 1));
+    await expect(c.get(req)).rejects.toThrow(/no responders/);
+  });
+
+  it('a refusal is an answer: a revoked connection drops the entry, even if the control plane then goes away', async () => {
+    const c = cache();
+    await c.get(req);
+    cp.state.answer = { ok: false, code: 'revoked' };
+    vi.setSystemTime((t += TTL + 1));
+    expect(await c.get(req)).toEqual({ ok: false, code: 'revoked' });
+    await cp.stop();
+    await expect(c.get(req)).rejects.toThrow(/no responders/);
+  });
+
+  it('an invalidated connection is not served from the stale entry', async () => {
+    const c = cache();
+    await c.get(req);
+    c.invalidate(req.connectionId);
+    await cp.stop();
+    await expect(c.get(req)).rejects.toThrow(/no responders/);
+  });
+
+  it('never serves an OAuth token past its expiry (minus skew), whatever the stale window', async () => {
+    const c = cache();
+    cp.state.answer = {
+      ok: true,
+      credentials: { type: 'bearer', token: 'at-1', expiresAt: t + 120_000 },
+      ttlMs: TTL,
+    };
+    await c.get(req);
+    await cp.stop();
+    vi.setSystemTime((t += TTL + 1));
+    expect(await c.get(req)).toMatchObject({ ok: true, credentials: { token: 'at-1' } });
+    vi.setSystemTime((t += 60_000)); // 91 s after fetch: inside the 30 s skew before expiry
+    await expect(c.get(req)).rejects.toThrow(/no responders/);
+  });
+
+  it('"refresh unavailable" falls back to a still-valid cached token, and is passed on without one', async () => {
+    const c = cache();
+    await c.get(req);
+    cp.state.answer = { ok: false, code: 'unavailable' };
+    vi.setSystemTime((t += TTL + 1));
+    expect(await c.get(req)).toMatchObject({ ok: true, credentials: { key: 'k-1' } });
+    const other = { ...req, agentId: '00000000-0000-4000-8000-000000000009' };
+    expect(await c.get(other)).toEqual({ ok: false, code: 'unavailable' });
+  });
+
+  it('VLT_CREDENTIAL_STALE_MS=0 turns the fallback off', async () => {
+    const c = cache(0);
+    await c.get(req);
+    await cp.stop();
+    vi.setSystemTime((t += TTL + 1));
+    await expect(c.get(req)).rejects.toThrow(/no responders/);
+  });
+});
