@@ -106,6 +106,12 @@ export interface Bus {
     handler: (data: unknown, headers: Headers) => Promise<unknown>,
     opts?: { queue?: string },
   ): Promise<ReplyHandle>;
+  /**
+   * False while the transport has lost its broker and is reconnecting. Publishes and requests
+   * then fail at once with BusDisconnectedError instead of waiting out their timeouts, and
+   * services report themselves not ready.
+   */
+  isConnected(): boolean;
   close(): Promise<void>;
 }
 
@@ -137,16 +143,21 @@ export class BusClosedError extends BusError {
   override name = 'BusClosedError';
   override readonly code: string = 'BUS_CLOSED';
 }
-/**
- * The remote reply handler threw. Carries the handler's message and its string `code` (if it
- * had one) so callers can branch on it; never the remote stack.
- */
+/** The broker connection is down (reconnecting): nothing was sent. */
+export class BusDisconnectedError extends BusError {
+  override name = 'BusDisconnectedError';
+  override readonly code: string = 'BUS_DISCONNECTED';
+}
 /** A compare-and-set lost against another writer: read again and retry. */
 export class BusConflictError extends BusError {
   override name = 'BusConflictError';
   override readonly code: string = 'BUS_CONFLICT';
 }
 
+/**
+ * The remote reply handler threw. Carries the handler's message and its string `code` (if it
+ * had one) so callers can branch on it; never the remote stack.
+ */
 export class BusReplyError extends BusError {
   override name = 'BusReplyError';
   override readonly code: string = 'BUS_REMOTE_ERROR';

@@ -171,6 +171,10 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
       });
     },
 
+    isConnected() {
+      return !closed;
+    },
+
     async close() {
       if (closed) return;
       closed = true;

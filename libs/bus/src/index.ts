@@ -1,5 +1,6 @@
 export {
   BusClosedError,
+  BusDisconnectedError,
   BusConflictError,
   BusError,
   BusNoRespondersError,

@@ -30,6 +30,7 @@ import {
 import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
 import {
   BusClosedError,
+  BusDisconnectedError,
   BusConflictError,
   BusError,
   BusNoRespondersError,
@@ -121,7 +122,11 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
       cause: err,
     });
   }
-  void watchConnectionStatus(nc, log);
+  // Tracked from the client's status events so operations can fail fast while it reconnects.
+  let connected = true;
+  void watchConnectionStatus(nc, log, (up) => {
+    connected = up;
+  });
 
   let js: JetStreamClient;
   let jsm: JetStreamManager;
@@ -152,6 +157,9 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
   };
   const assertOpen = () => {
     if (closed) throw new BusClosedError('bus is closed');
+  };
+  const assertConnected = (what: string) => {
+    if (!connected) throw new BusDisconnectedError(`${what}: NATS is disconnected (reconnecting)`);
   };
 
   const bus: Bus = {
@@ -184,6 +192,8 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
       } catch (err) {
         throw new BusPublishError(`not published: ${errorMessage(err)}`, { cause: err });
       }
+      // Without this a publish waits its whole timeout in the client's reconnect buffer.
+      assertConnected(`publish to ${subject} not sent`);
       let ack;
       try {
         ack = await js.publish(subject, payload, { msgID: msgId, headers: hdrs, timeout: publishTimeoutMs });
@@ -243,6 +253,7 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
       const timeoutMs = ropts?.timeoutMs ?? requestTimeoutMs;
       const payload = encodeJson(data);
       const hdrs = toNatsHeaders(withTraceContext(checkHeaders(ropts?.headers)));
+      assertConnected(`request to ${subject} not sent`);
       let msg: Msg;
       try {
         msg = await nc.request(subject, payload, { timeout: timeoutMs, headers: hdrs });
@@ -296,6 +307,10 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
         },
       };
       return track(handle);
+    },
+
+    isConnected() {
+      return !closed && connected;
     },
 
     async close() {
@@ -664,9 +679,15 @@ function delay(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms).unref());
 }
 
-async function watchConnectionStatus(nc: NatsConnection, log: BusLogger): Promise<void> {
+async function watchConnectionStatus(
+  nc: NatsConnection,
+  log: BusLogger,
+  setConnected: (up: boolean) => void,
+): Promise<void> {
   try {
     for await (const s of nc.status()) {
+      if (s.type === 'disconnect') setConnected(false);
+      if (s.type === 'reconnect') setConnected(true);
       switch (s.type) {
         case 'disconnect':
         case 'error':

@@ -553,7 +553,9 @@ export function describeBusConformance(label: string, open: () => Promise<Confor
         const got = new Inbox<unknown>();
         await extra.bus.consume({ durable, filterSubject: filter }, async (m) => (got.push(m.data), ack));
         await extra.bus.reply(`${names.rpc.credentialsGet}.${uid()}`, async () => 1);
+        expect(extra.bus.isConnected()).toBe(true);
         await extra.bus.close();
+        expect(extra.bus.isConnected()).toBe(false);
         await expect(extra.bus.publish(subject, 1, { msgId: `${durable}-1` })).rejects.toBeInstanceOf(
           BusClosedError,
         );

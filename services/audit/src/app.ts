@@ -26,7 +26,8 @@ export async function buildAuditApp(deps: AuditDeps): Promise<{ app: App; consum
     trustProxy: [],
     metrics: deps.metrics,
     health: async () => {
-      // Not ready when the database it writes to does not answer.
+      // Not ready when the broker it reads from or the database it writes to is gone.
+      if (!deps.bus.isConnected()) return 'bus disconnected';
       await deps.prisma.$queryRaw`SELECT 1`;
       return 'ok';
     },

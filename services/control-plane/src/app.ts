@@ -50,6 +50,7 @@ export async function buildControlPlaneApp(deps: ControlPlaneDeps): Promise<App>
     logger: deps.logger,
     trustProxy: deps.config.trustProxy,
     metrics: deps.metrics,
+    health: () => (deps.bus.isConnected() ? 'ok' : 'bus disconnected'),
   });
   await app.register(controlPlaneRoutes(deps));
   return app;

@@ -24,6 +24,8 @@ export async function buildDataPlaneApp(deps: DataPlaneDeps): Promise<App> {
     // Execute bodies carry provider payloads; the policy's own size limit applies after parsing.
     bodyLimit: 10 * 1024 * 1024,
     metrics: deps.metrics,
+    // Every call needs the bus (audit events, lookups): without it the pod cannot serve.
+    health: () => (deps.bus.isConnected() ? 'ok' : 'bus disconnected'),
   });
   await app.register(dataPlaneRoutes(deps));
   return app;

@@ -16,6 +16,7 @@ export async function buildNotifierApp(deps: NotifierDeps): Promise<{ app: App; 
     title: 'Agent credential vault — notifier',
     logger: deps.logger,
     trustProxy: [],
+    health: () => (deps.bus.isConnected() ? 'ok' : 'bus disconnected'),
   });
   return { app, consumer };
 }
