@@ -19,6 +19,7 @@ const all = [
   'bus',
   'hostile-input',
   'llm-proxy',
+  'notifications',
 ];
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : all;
 let failed = 0;

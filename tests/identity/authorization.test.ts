@@ -11,6 +11,7 @@
  * register (no database needed): a registered route missing from a sweep fails, so a new route
  * cannot go unguarded.
  */
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectStatus, http, type Admin } from '../support/api-client.js';
 import {
@@ -40,6 +41,23 @@ const skip = missingServices();
 const allowlist = {
   allowlists: [{ baseUrl: 'https://attacker.example', methods: ['GET'], pathPatterns: ['/*'] }],
 };
+
+/** Changing where approval buttons go decides who can approve: admins only, own workspace only. */
+const NOTIFICATION_CHANNEL_WRITES: RouteCase[] = [
+  {
+    method: 'POST',
+    path: '/v1/notification-channels',
+    body: { channelType: 'chatbot_a', connectionId: ':botConnectionId', config: { chatId: '7' } },
+  },
+  {
+    method: 'POST',
+    path: '/v1/notification-channels/chatbot_a/detect-chats',
+    body: { connectionId: ':botConnectionId' },
+  },
+  { method: 'POST', path: '/v1/notification-channels/:channelId/test' },
+  { method: 'PATCH', path: '/v1/notification-channels/:channelId/enabled', body: { enabled: false } },
+  { method: 'DELETE', path: '/v1/notification-channels/:channelId' },
+];
 
 /** Routes an agent must never reach: approvals, policies, connections, agents, tokens (and the rest of the admin API). */
 const AGENT_FORBIDDEN: RouteCase[] = [
@@ -99,6 +117,19 @@ const AGENT_FORBIDDEN: RouteCase[] = [
   { method: 'POST', path: '/v1/workspaces/:workspaceId/members', body: { email: ':email', role: 'owner' } },
   { method: 'PUT', path: '/v1/workspaces/:workspaceId/members/:viewerId', body: { role: 'owner' } },
   { method: 'POST', path: '/api/internal/token/exchange', body: { workspaceId: ':workspaceId' } },
+  { method: 'GET', path: '/v1/notifications' },
+  { method: 'GET', path: '/v1/notifications/stream' },
+  { method: 'POST', path: '/v1/notifications/:notificationId/read' },
+  { method: 'POST', path: '/v1/notifications/read-all' },
+  { method: 'GET', path: '/v1/notifications/push-subscriptions' },
+  {
+    method: 'POST',
+    path: '/v1/notifications/push-subscriptions',
+    body: { token: 'ExponentPushToken[agent]', platform: 'ios' },
+  },
+  { method: 'DELETE', path: '/v1/notifications/push-subscriptions/:pushSubscriptionId' },
+  { method: 'GET', path: '/v1/notification-channels' },
+  ...NOTIFICATION_CHANNEL_WRITES,
   // Destructive ones last, so a failure above does not cascade.
   { method: 'POST', path: '/v1/agents/:otherAgentId/disable' },
   { method: 'DELETE', path: '/v1/tokens/:tokenId' },
@@ -149,6 +180,7 @@ const VIEWER_FORBIDDEN: RouteCase[] = [
   { method: 'POST', path: '/v1/workspaces/:workspaceId/members', body: { email: ':email', role: 'admin' } },
   { method: 'PUT', path: '/v1/workspaces/:workspaceId/members/:viewerId', body: { role: 'owner' } },
   { method: 'DELETE', path: '/v1/workspaces/:workspaceId/members/:ownerId' },
+  ...NOTIFICATION_CHANNEL_WRITES,
   { method: 'POST', path: '/v1/connections/:connectionId/revoke' },
   { method: 'DELETE', path: '/v1/policies/:policyId' },
   { method: 'DELETE', path: '/v1/agents/:agentId' },
@@ -166,6 +198,22 @@ const VIEWER_EXEMPT: { method: string; path: string; reason: string }[] = [
   { method: 'DELETE', path: '/v1/tokens/:tokenId', reason: 'revokes a PAT of the caller' },
   { method: 'DELETE', path: '/api/auth/sessions/:sessionId', reason: 'ends a session of the caller' },
   { method: 'POST', path: '/v1/workspaces', reason: 'creates a new workspace the caller owns' },
+  {
+    method: 'POST',
+    path: '/v1/notifications/:notificationId/read',
+    reason: 'marks a notification of the caller read',
+  },
+  { method: 'POST', path: '/v1/notifications/read-all', reason: 'marks the caller’s notifications read' },
+  {
+    method: 'POST',
+    path: '/v1/notifications/push-subscriptions',
+    reason: 'registers a device of the caller for push',
+  },
+  {
+    method: 'DELETE',
+    path: '/v1/notifications/push-subscriptions/:pushSubscriptionId',
+    reason: 'removes a device of the caller',
+  },
   {
     method: 'POST',
     path: '/api/internal/token/exchange',
@@ -206,6 +254,9 @@ const ID_ROUTES: RouteCase[] = [
   { method: 'POST', path: '/v1/workspaces/:workspaceId/members', body: { email: ':email', role: 'owner' } },
   { method: 'PUT', path: '/v1/workspaces/:workspaceId/members/:ownerId', body: { role: 'viewer' } },
   { method: 'DELETE', path: '/v1/workspaces/:workspaceId/members/:ownerId' },
+  { method: 'POST', path: '/v1/notifications/:notificationId/read' },
+  { method: 'DELETE', path: '/v1/notifications/push-subscriptions/:pushSubscriptionId' },
+  ...NOTIFICATION_CHANNEL_WRITES.filter((r) => r.path !== '/v1/notification-channels'),
   { method: 'DELETE', path: '/api/auth/sessions/:sessionId' },
   { method: 'DELETE', path: '/v1/tokens/:tokenId' },
   { method: 'POST', path: '/v1/connections/:connectionId/revoke' },
@@ -227,30 +278,7 @@ type Sweep = 'AGENT_FORBIDDEN' | 'VIEWER_FORBIDDEN' | 'ID_ROUTES';
  * When one is registered, the "not registered yet" test below fails: move it into those lists,
  * where it must pass like every other route.
  */
-const PENDING_SPEC_ROUTES: (RouteCase & { sweeps: Sweep[] })[] = [
-  {
-    method: 'POST',
-    path: '/v1/notification-channels',
-    body: { channelType: 'chatbot_a', connectionId: ':botConnectionId', config: { chatId: '7' } },
-    sweeps: ['VIEWER_FORBIDDEN'],
-  },
-  {
-    method: 'POST',
-    path: '/v1/notification-channels/:channelId/test',
-    sweeps: ['VIEWER_FORBIDDEN', 'ID_ROUTES'],
-  },
-  {
-    method: 'PATCH',
-    path: '/v1/notification-channels/:channelId/enabled',
-    body: { enabled: false },
-    sweeps: ['VIEWER_FORBIDDEN', 'ID_ROUTES'],
-  },
-  {
-    method: 'DELETE',
-    path: '/v1/notification-channels/:channelId',
-    sweeps: ['VIEWER_FORBIDDEN', 'ID_ROUTES'],
-  },
-];
+const PENDING_SPEC_ROUTES: (RouteCase & { sweeps: Sweep[] })[] = [];
 
 const label = (r: RouteCase) => `${r.method} ${r.path.replace(/:\w+/g, ':id')}`;
 
@@ -407,6 +435,14 @@ describe.skipIf(skip)(skip ? `authorization (skipped: ${skip})` : 'authorization
       [ids.channelId],
     );
     expect(channels).toEqual([{ enabled: true }]);
+    expect(
+      await g.sql('SELECT read FROM notifications WHERE id = $1', [ids.notificationId]),
+      'the owner’s notification is still unread',
+    ).toEqual([{ read: false }]);
+    expect(
+      await g.sql('SELECT id FROM push_subscriptions WHERE id = $1', [ids.pushSubscriptionId]),
+      'the owner’s device is still registered',
+    ).toHaveLength(1);
     expect((await http('GET', `${g.baseUrl}/v1/agents`, { headers: { 'x-api-key': pat } })).status).toBe(200);
     const pats = await g.sql<{ name: string; revoked: boolean }>(
       'SELECT name, revoked_at IS NOT NULL AS revoked FROM personal_access_tokens WHERE id = $1',
@@ -452,6 +488,16 @@ describe.skipIf(skip)(skip ? `authorization (skipped: ${skip})` : 'authorization
       actor: owner.id,
     });
     const channelId = await seedNotificationChannel(g, owner.workspaceId, botConnectionId);
+    const notificationId = randomUUID();
+    await g.sql(
+      `INSERT INTO notifications (id, workspace_id, user_id, type, title, body, source_event_id) VALUES ($1, $2, $3, 'security_alert', 't', 'b', $4)`,
+      [notificationId, owner.workspaceId, owner.id, notificationId],
+    );
+    const pushSubscriptionId = randomUUID();
+    await g.sql(
+      `INSERT INTO push_subscriptions (id, workspace_id, user_id, expo_push_token, platform) VALUES ($1, $2, $3, 'ExponentPushToken[owner]', 'ios')`,
+      [pushSubscriptionId, owner.workspaceId, owner.id],
+    );
     const permissionRequest = expectStatus(
       await http<{ requestId: string }>('POST', `${g.baseUrl}/v1/agent-permission-requests`, {
         headers: { authorization: `Bearer ${agentTok}` },
@@ -483,6 +529,8 @@ describe.skipIf(skip)(skip ? `authorization (skipped: ${skip})` : 'authorization
       policyId: policy.id,
       approvalId,
       channelId,
+      notificationId,
+      pushSubscriptionId,
       permissionRequestId: permissionRequest.requestId,
       provider: 'suite_a',
       tokenId: patRes.body.token.id,

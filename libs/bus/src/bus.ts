@@ -107,6 +107,13 @@ export interface Bus {
     opts?: { queue?: string },
   ): Promise<ReplyHandle>;
   /**
+   * Fan-out without durability: every current subscriber gets the message, at most once, and a
+   * subscriber that is not there misses it. For live views (SSE) whose record is elsewhere.
+   */
+  broadcast(subject: string, data: unknown): Promise<void>;
+  /** Receives broadcasts on a subject (wildcards allowed); handler errors are logged, not retried. */
+  subscribe(subject: string, handler: (data: unknown) => void): Promise<ReplyHandle>;
+  /**
    * False while the transport has lost its broker and is reconnecting. Publishes and requests
    * then fail at once with BusDisconnectedError instead of waiting out their timeouts, and
    * services report themselves not ready.

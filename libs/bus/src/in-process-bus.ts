@@ -77,6 +77,7 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
   });
   const buckets = new Map<string, MemoryBucket>();
   const repliers = new Set<Replier>();
+  const subscribers = new Set<{ subject: string; handler: (data: unknown) => void }>();
   const queueTurn = new Map<string, number>();
   const stoppables = new Set<{ stop(): Promise<void> }>();
   let closed = false;
@@ -167,6 +168,35 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
         async stop() {
           repliers.delete(r);
           await r.idle();
+        },
+      });
+    },
+
+    async broadcast(subject, data) {
+      assertOpen();
+      assertSubject(subject);
+      const text = toJsonText(data);
+      for (const sub of subscribers) {
+        if (!subjectMatches(sub.subject, subject)) continue;
+        // As on NATS: never inside the publisher's call stack, and one failing handler harms no other.
+        queueMicrotask(() => {
+          try {
+            sub.handler(fromJsonText(text));
+          } catch (err) {
+            log.warn({ subject, err: errorMessage(err) }, 'bus: broadcast handler failed');
+          }
+        });
+      }
+    },
+
+    async subscribe(subject, handler) {
+      assertOpen();
+      assertFilter(subject, 'subscription subject');
+      const sub = { subject, handler };
+      subscribers.add(sub);
+      return track<ReplyHandle>({
+        async stop() {
+          subscribers.delete(sub);
         },
       });
     },

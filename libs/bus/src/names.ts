@@ -23,8 +23,16 @@ export interface BusNames {
     approvalsRedeem: string;
     agentTokenLookup: string;
     policyLookup: string;
+    notifierChannels: string;
+    notifierChannelStatus: string;
   };
   durable: { audit: string; notifier: string };
+  /** Core (at-most-once) fan-out subjects: every subscriber gets every message. */
+  broadcast: {
+    /** In-app notifications of one workspace, for every control-plane replica's SSE streams. */
+    notifications(workspaceId: string): string;
+    notificationsWildcard: string;
+  };
 }
 
 export function busNames(prefix = 'vlt'): BusNames {
@@ -46,7 +54,13 @@ export function busNames(prefix = 'vlt'): BusNames {
       approvalsRedeem: `${p}.rpc.approvals.redeem`,
       agentTokenLookup: `${p}.rpc.agent-tokens.lookup`,
       policyLookup: `${p}.rpc.policies.lookup`,
+      notifierChannels: `${p}.rpc.notifier.channels`,
+      notifierChannelStatus: `${p}.rpc.notifier.channel-status`,
     },
     durable: { audit: `${p}-audit`, notifier: `${p}-notifier` },
+    broadcast: {
+      notifications: (workspaceId) => `${p}.broadcast.notifications.${workspaceId}`,
+      notificationsWildcard: `${p}.broadcast.notifications.*`,
+    },
   };
 }

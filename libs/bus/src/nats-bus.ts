@@ -309,6 +309,35 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
       return track(handle);
     },
 
+    async broadcast(subject, data) {
+      assertOpen();
+      assertSubject(subject);
+      const payload = encodeJson(data);
+      assertConnected(`broadcast to ${subject} not sent`);
+      // Core NATS publish: no stream stores it (fan-out only, at most once).
+      nc.publish(subject, payload);
+    },
+
+    async subscribe(subject, handler) {
+      assertOpen();
+      assertFilter(subject, 'subscription subject');
+      const sub = nc.subscribe(subject, {
+        callback: (err, msg) => {
+          if (err) return log.warn({ subject, err: errorMessage(err) }, 'bus: subscription error');
+          try {
+            handler(JSON.parse(msg.string()) as unknown);
+          } catch (e) {
+            log.warn({ subject, err: errorMessage(e) }, 'bus: broadcast handler failed');
+          }
+        },
+      });
+      return track<ReplyHandle>({
+        async stop() {
+          if (!sub.isClosed()) sub.unsubscribe();
+        },
+      });
+    },
+
     isConnected() {
       return !closed && connected;
     },

@@ -546,6 +546,28 @@ export function describeBusConformance(label: string, open: () => Promise<Confor
       });
     });
 
+    describe('broadcast', () => {
+      it('delivers to every subscriber (no queue group), wildcards included, and not after stop', async () => {
+        const base = `${names.broadcast.notificationsWildcard.slice(0, -2)}.${uid()}`;
+        const a = new Inbox<unknown>();
+        const b = new Inbox<unknown>();
+        const subA = await bus.subscribe(`${base}.*`, (d) => a.push(d));
+        const subB = await bus.subscribe(`${base}.one`, (d) => b.push(d));
+        // NATS: a subscription is live once the server has seen it; a round trip makes sure.
+        await bus.request(names.rpc.credentialsGet + '.' + uid(), {}).catch(() => undefined);
+        await bus.broadcast(`${base}.one`, { n: 1 });
+        await a.count(1);
+        await b.count(1);
+        expect(a.items).toEqual([{ n: 1 }]);
+        expect(b.items).toEqual([{ n: 1 }]);
+        await subB.stop();
+        await bus.broadcast(`${base}.one`, { n: 2 });
+        await a.count(2);
+        expect(b.items).toHaveLength(1);
+        await subA.stop();
+      });
+    });
+
     describe('close', () => {
       it('stops everything and then refuses work with BusClosedError', async () => {
         const extra = await open();

@@ -66,7 +66,18 @@ describe('loadConfig', () => {
     expectTypeOf(all.databaseUrl).toEqualTypeOf<string | undefined>();
   });
 
-  it('starts the notifier without a database it does not use', () => {
-    expect(loadConfig('notifier', { NATS_URL: 'nats://a:4222' }).natsServers).toEqual(['nats://a:4222']);
+  it('the notifier needs the database that holds its delivery records, never the master key', () => {
+    expect(() => loadConfig('notifier', { NATS_URL: 'nats://a:4222' })).toThrow(/DATABASE_URL/);
+    const n = loadConfig('notifier', { NATS_URL: 'nats://a:4222', DATABASE_URL: 'postgresql://db/x' });
+    expect(n.natsServers).toEqual(['nats://a:4222']);
+    expect(n.pushApiUrl).toBe('https://exp.host/--/api/v2/push/send');
+    expect('masterKey' in n && n.masterKey).toBeFalsy();
+    expect(() =>
+      loadConfig('notifier', {
+        NATS_URL: 'nats://a',
+        DATABASE_URL: 'postgresql://db/x',
+        VLT_PUSH_API_URL: 'http://x',
+      }),
+    ).toThrow(/VLT_PUSH_API_URL/);
   });
 });

@@ -77,12 +77,26 @@ const dataPlaneShape = {
   VLT_CREDENTIAL_STALE_MS: z.coerce.number().int().min(0).max(3_600_000).default(900_000),
 };
 
+const notifierShape = {
+  /** Mobile push service (Expo-style push API). */
+  VLT_PUSH_API_URL: z
+    .string()
+    .url()
+    .refine((u) => u.startsWith('https://'), 'must use https')
+    .default('https://exp.host/--/api/v2/push/send'),
+  /**
+   * How long the notifier may hold an event before JetStream gives it to another notifier (or
+   * to itself after a restart). Above the longest delivery (provider calls time out at 5 s).
+   */
+  VLT_NOTIFIER_ACK_WAIT_MS: z.coerce.number().int().min(1_000).max(300_000).default(30_000),
+};
+
 const schemas = {
   'control-plane': z.object({ ...baseShape, ...controlPlaneShape }),
   'data-plane': z.object({ ...baseShape, ...dataPlaneShape }),
   audit: z.object({ ...baseShape, DATABASE_URL: optionalUrl }),
-  notifier: z.object(baseShape),
-  'all-in-one': z.object({ ...baseShape, ...controlPlaneShape, ...dataPlaneShape }),
+  notifier: z.object({ ...baseShape, DATABASE_URL: optionalUrl, ...notifierShape }),
+  'all-in-one': z.object({ ...baseShape, ...controlPlaneShape, ...dataPlaneShape, ...notifierShape }),
 } as const;
 
 export type ServiceName = keyof typeof schemas;
@@ -139,10 +153,19 @@ export interface AuditConfig extends CommonConfig {
   databaseUrl: string;
 }
 
-export type NotifierConfig = CommonConfig;
+/** What the notifier reads, whichever process hosts it. */
+export interface NotifierSettings extends CommonConfig {
+  pushApiUrl: string;
+  notifierAckWaitMs: number;
+}
+
+/** The split notifier: delivery records live in the database; it never holds the master key. */
+export interface NotifierConfig extends NotifierSettings {
+  databaseUrl: string;
+}
 
 /** Everything in one process: a missing database, broker or key means the embedded default. */
-export interface AllInOneConfig extends ControlPlaneSettings, DataPlaneSettings {
+export interface AllInOneConfig extends ControlPlaneSettings, DataPlaneSettings, NotifierSettings {
   databaseUrl: string | undefined;
   masterKey: string | undefined;
 }
@@ -164,7 +187,8 @@ function required(service: ServiceName, raw: RawAll): string[] {
   if (service === 'all-in-one') return [];
   const missing: string[] = [];
   if (!raw.NATS_URL) missing.push('NATS_URL');
-  if ((service === 'control-plane' || service === 'audit') && !raw.DATABASE_URL) missing.push('DATABASE_URL');
+  if ((service === 'control-plane' || service === 'audit' || service === 'notifier') && !raw.DATABASE_URL)
+    missing.push('DATABASE_URL');
   if (service === 'control-plane' && !raw.VLT_MASTER_KEY) missing.push('VLT_MASTER_KEY');
   return missing;
 }
@@ -239,6 +263,8 @@ export function loadConfig<S extends ServiceName>(
     upstreamStreamDeadlineMs: raw.VLT_UPSTREAM_STREAM_DEADLINE_MS,
     credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS,
     credentialStaleMs: raw.VLT_CREDENTIAL_STALE_MS,
+    pushApiUrl: raw.VLT_PUSH_API_URL,
+    notifierAckWaitMs: raw.VLT_NOTIFIER_ACK_WAIT_MS,
   };
   // The checks above guarantee the fields each split service's type declares required.
   return Object.freeze(all) as unknown as Readonly<ConfigByService[S]>;

@@ -37,6 +37,9 @@ export const AuditAction = z.enum([
   'agent_enabled',
   'token_created',
   'token_revoked',
+  'notification_channel_saved',
+  'notification_channel_verified',
+  'notification_channel_deleted',
 ]);
 export type AuditAction = z.infer<typeof AuditAction>;
 

@@ -15,3 +15,4 @@ export * from './http/approvals.js';
 export * from './catalog.js';
 export * from './http/capabilities.js';
 export * from './templates.js';
+export * from './http/notifications.js';

@@ -84,3 +84,30 @@ export const ApprovalRedeemResponse = z.discriminatedUnion('ok', [
   }),
 ]);
 export type ApprovalRedeemResponse = z.infer<typeof ApprovalRedeemResponse>;
+
+/**
+ * Notifier → control plane: the workspace's verified, enabled chat channels with what it takes
+ * to post to them (the bot token or OAuth access token, which only the control plane can
+ * decrypt), and for an approval notice one Approve and one Deny quick-action URL per channel.
+ */
+export const NotifierChannelsRequest = z.object({
+  v: z.literal(1),
+  workspaceId: z.uuid(),
+  /** Mint quick-action links for this pending approval (approval notices only). */
+  approvalId: z.uuid().optional(),
+  /** Only these channels (an edit after a decision goes where the notice went); default all. */
+  channelIds: z.array(z.uuid()).max(10).optional(),
+});
+export type NotifierChannelsRequest = z.infer<typeof NotifierChannelsRequest>;
+export const NotifierChannel = z.object({
+  id: z.uuid(),
+  channelType: z.enum(['chatbot_a', 'chatbot_b']),
+  /** chatId (chatbot_a) or channelId (chatbot_b). */
+  target: z.string(),
+  apiUrl: z.string(),
+  token: z.string(),
+  quickActions: z.object({ approveUrl: z.string(), denyUrl: z.string() }).nullable(),
+});
+export type NotifierChannel = z.infer<typeof NotifierChannel>;
+export const NotifierChannelsResponse = z.object({ channels: z.array(NotifierChannel) });
+export type NotifierChannelsResponse = z.infer<typeof NotifierChannelsResponse>;

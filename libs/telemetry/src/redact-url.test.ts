@@ -33,6 +33,14 @@ describe('redactUrl', () => {
     expect(redactUrl(input)).toBe(expected);
   });
 
+  it('redacts the token of a quick-action link (the path segment is the credential)', () => {
+    const token = '0b7f2c1e-8a4d-4c53-9a63-1f2e3d4c5b6a.AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-abcde';
+    expect(redactUrl(`/api/quick-action/${token}`)).toBe('/api/quick-action/REDACTED');
+    expect(redactUrl(`https://vault.example/api/quick-action/${token}?x=1`)).toBe(
+      'https://vault.example/api/quick-action/REDACTED?x=REDACTED',
+    );
+  });
+
   it('redacts a bare query string', () => {
     expect(redactQuery('token=abc&page=2')).toBe('token=REDACTED&page=REDACTED');
     expect(redactQuery('?x=1')).toBe('x=REDACTED');

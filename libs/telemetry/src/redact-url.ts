@@ -1,7 +1,7 @@
 /*
  * URLs reach logs and span attributes from many places (incoming requests, upstream calls made for
  * agents) and can carry bearer material: an SSE token passed as a query parameter, an OAuth `code`,
- * an upstream API key in `?key=`, userinfo, or a bot token inside the path. Query values are
+ * an upstream API key in `?key=`, userinfo, a bot token or a quick-action token inside the path. Query values are
  * therefore never kept, only their keys; the rest is scrubbed by the patterns below.
  */
 
@@ -14,6 +14,8 @@ const PLAIN_KEY = /^[A-Za-z0-9_.[\]-]{1,64}$/;
 const EMBEDDED_SECRETS: readonly [RegExp, string][] = [
   [/\bvlt([ptb])_[A-Za-z0-9_-]+/g, `vlt$1_${REDACTED}`],
   [/\/bot\d+:[A-Za-z0-9_-]+/g, `/bot${REDACTED}`],
+  // Bot-chat Approve/Deny links: the path segment is the credential.
+  [/\/api\/quick-action\/[^/?#]+/g, `/api/quick-action/${REDACTED}`],
 ];
 
 function scrubEmbedded(text: string): string {

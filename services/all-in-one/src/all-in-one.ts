@@ -10,7 +10,7 @@ import { controlPlaneRoutes, createControlPlaneRuntime } from '@vlt/control-plan
 import { loadOrCreateDevMasterKey } from '@vlt/crypto';
 import { createDataPlaneRuntime, dataPlaneRoutes } from '@vlt/data-plane';
 import { openDatabase } from '@vlt/db';
-import { startNotifier } from '@vlt/notifier';
+import { startNotifier, transportVia } from '@vlt/notifier';
 import { createServiceApp, metricsFromConfig, serveMetrics, type App } from '@vlt/service-kit';
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
@@ -64,7 +64,17 @@ export async function startAllInOne(
   metrics?.gauge('vlt_audit_consumer_pending', 'Events the audit writer has not yet stored (its lag)', () =>
     audit.pending(),
   );
-  const notifier = await startNotifier({ bus, names, logger });
+  const notifier = await startNotifier({
+    bus,
+    names,
+    logger,
+    prisma: db.prisma,
+    publicBaseUrl: config.publicBaseUrl,
+    pushApiUrl: config.pushApiUrl,
+    ackWaitMs: config.notifierAckWaitMs,
+    // Chat and push calls share the control plane's upstream client (its CAs and SSRF guard).
+    transport: transportVia(cp.deps.upstream),
+  });
 
   const app = await createServiceApp({
     title: 'Agent credential vault',

@@ -15,6 +15,9 @@ import { policyRoutes } from './modules/policies/routes.js';
 import { templateRoutes } from './modules/templates/routes.js';
 import { tokenRoutes } from './modules/tokens/routes.js';
 import { workspaceRoutes } from './modules/workspaces/routes.js';
+import { notificationRoutes } from './modules/notifications/routes.js';
+import { notificationChannelRoutes } from './modules/notification-channels/routes.js';
+import { quickActionRoutes } from './modules/quick-actions/routes.js';
 import { installAuthentication } from './plugins/authenticate.js';
 import { refuseUnstorableInput } from './plugins/storable-input.js';
 
@@ -41,6 +44,9 @@ export function controlPlaneRoutes(deps: ControlPlaneDeps) {
     await app.register(auditRoutes(deps));
     await app.register(workspaceRoutes(deps));
     await app.register(approvalRoutes(deps));
+    await app.register(notificationRoutes(deps));
+    await app.register(notificationChannelRoutes(deps));
+    await app.register(quickActionRoutes(deps));
   };
 }
 

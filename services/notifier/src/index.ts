@@ -1,2 +1,4 @@
-export { notificationHandler, startNotifier } from './notification-consumer.js';
-export { buildNotifierApp, type NotifierDeps } from './app.js';
+export { notificationHandler, startNotifier, type NotifierDeps } from './notification-consumer.js';
+export { buildNotifierApp } from './app.js';
+export { planNotification, planSecurityAlert } from './plan.js';
+export { transportVia } from '@vlt/notify';

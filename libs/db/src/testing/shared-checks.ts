@@ -178,9 +178,22 @@ export async function expectDatabaseConstraints(prisma: PrismaClient): Promise<v
   const plain = { ...singleton, service: 'suite_a-mail', provider: 'suite_a', singleton: false };
   await prisma.connection.createMany({ data: [plain, plain] });
 
-  // Idempotent notification delivery.
+  // Idempotent notification delivery: one row per event and member, one delivery per destination.
+  const member = await prisma.user.create({
+    data: { email: `member-${randomUUID()}@example.test`, passwordHash: 'x' },
+  });
   const sourceEventId = randomUUID();
-  const note = { workspaceId: workspace.id, type: 'security_alert', title: 't', body: 'b', sourceEventId };
+  const note = {
+    workspaceId: workspace.id,
+    userId: member.id,
+    type: 'security_alert',
+    title: 't',
+    body: 'b',
+    sourceEventId,
+  };
   await prisma.notification.create({ data: note });
   await expect(prisma.notification.create({ data: note })).rejects.toSatisfy(isUniqueViolation);
+  const delivery = { eventId: sourceEventId, destination: 'push', workspaceId: workspace.id };
+  await prisma.notificationDelivery.create({ data: delivery });
+  await expect(prisma.notificationDelivery.create({ data: delivery })).rejects.toSatisfy(isUniqueViolation);
 }

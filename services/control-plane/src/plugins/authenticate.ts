@@ -40,6 +40,11 @@ declare module 'fastify' {
     scope?: Scope;
     /** What an agent needs on an `any` route (agents' scopes differ from users'); default `scope`. */
     agentScope?: Scope;
+    /**
+     * Also accept the bearer token as the `access_token` query parameter (RFC 6750 §2.3), for
+     * browsers' EventSource, which cannot send headers. Only routes that stream say so.
+     */
+    tokenInQuery?: boolean;
   }
   interface FastifyRequest {
     principal: Principal | null;
@@ -71,7 +76,15 @@ export function requirePrincipal(req: FastifyRequest): Principal {
 
 function bearer(req: FastifyRequest): string | null {
   const h = req.headers.authorization;
-  if (!h) return null;
+  if (!h) {
+    if (!req.routeOptions.config.tokenInQuery) return null;
+    const q = (req.query as Record<string, unknown> | undefined)?.access_token;
+    if (q === undefined) return null;
+    if (typeof q !== 'string' || q.length === 0 || q.length > 4096) {
+      throw Errors.unauthorized('malformed access_token parameter');
+    }
+    return q;
+  }
   const m = /^Bearer\s+(\S+)$/i.exec(h);
   if (!m) throw Errors.unauthorized('malformed Authorization header');
   return m[1]!;
@@ -178,4 +191,23 @@ export function installAuthentication(app: FastifyInstance, deps: ControlPlaneDe
     if (scope && !principal.scopes.includes(scope)) throw Errors.forbidden(`missing scope ${scope}`);
     req.principal = principal;
   });
+}
+
+/**
+ * For long-lived responses (the notification stream): does the credential that opened it still
+ * stand? Sign-out, session or PAT revocation and removal from the workspace end the stream.
+ */
+export async function principalStillValid(deps: ControlPlaneDeps, p: Principal): Promise<boolean> {
+  if (p.kind !== 'user') return false;
+  const now = deps.now();
+  const membership = await deps.prisma.membership.findUnique({
+    where: { workspaceId_userId: { workspaceId: p.workspaceId, userId: p.userId } },
+  });
+  if (!membership) return false;
+  if (p.via === 'pat') {
+    const pat = await deps.prisma.personalAccessToken.findUnique({ where: { id: p.credentialId } });
+    return !!pat && !pat.revokedAt && pat.expiresAt > now;
+  }
+  const session = p.sessionId ? await deps.prisma.session.findUnique({ where: { id: p.sessionId } }) : null;
+  return !!session && !session.revokedAt && session.expiresAt > now;
 }

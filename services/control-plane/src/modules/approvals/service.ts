@@ -190,11 +190,21 @@ export async function getApproval(deps: ControlPlaneDeps, reader: ApprovalReader
   return { approval: view(row) };
 }
 
-async function decide(
+/**
+ * Where a decision came from when not from a signed-in user: a quick-action button sent to a
+ * notification channel. Recorded in the audit event so every decision names its reviewer.
+ */
+export interface DecisionSource {
+  via: 'quick_action';
+  channelId: string | null;
+}
+
+export async function decide(
   deps: ControlPlaneDeps,
   actor: { userId: string; workspaceId: string },
   id: string,
   to: 'approved' | 'denied',
+  source?: DecisionSource,
 ): Promise<{ auditId: string }> {
   const now = deps.now();
   const result = await commitChange(deps, async (tx, emit) => {
@@ -222,7 +232,12 @@ async function decide(
       agentId: a.agentId,
       connectionId: a.connectionId,
       decision: to === 'approved' ? 'allowed' : 'denied',
-      metadata: { approvalRequestId: id },
+      metadata: {
+        approvalRequestId: id,
+        agentName: a.agent.name,
+        connectionLabel: a.connection.label,
+        ...source,
+      },
     });
     emit(audited(event));
     return { gone: false as const, auditId: event.auditId };

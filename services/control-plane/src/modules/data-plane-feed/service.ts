@@ -7,6 +7,7 @@ import {
   ApprovalCreateRequest,
   ApprovalRedeemRequest,
   CredentialsRequest,
+  NotifierChannelsRequest,
   PolicyLookupRequest,
   type AgentTokenRecord,
 } from '@vlt/contracts';
@@ -16,6 +17,7 @@ import { enqueueOutbox, kvDelete, kvPut, type OutboxItem } from '../../infra/out
 import { agentTokenRecord } from '../agents/service.js';
 import { createApproval, redeemApproval } from '../approvals/service.js';
 import { connectionDescriptor, resolveCredentialsForDataPlane } from '../connections/service.js';
+import { channelsForNotifier } from '../notification-channels/service.js';
 import { policySnapshot } from '../policies/service.js';
 
 export async function lookupAgentToken(
@@ -67,6 +69,11 @@ export async function serveDataPlaneRequests(deps: ControlPlaneDeps): Promise<Re
     bus.reply(
       names.rpc.approvalsRedeem,
       async (data) => redeemApproval(deps, ApprovalRedeemRequest.parse(data)),
+      queue,
+    ),
+    bus.reply(
+      names.rpc.notifierChannels,
+      async (data) => channelsForNotifier(deps, NotifierChannelsRequest.parse(data)),
       queue,
     ),
     bus.reply(
