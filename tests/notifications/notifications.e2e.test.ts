@@ -469,6 +469,35 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     );
   }, 30_000);
 
+  it('a disabled agent is a security alert: in-app, chat with a link to the activity log, and push', async () => {
+    const spare = await enrolAgent(admin, cp1.baseUrl, `spare-${randomBytes(3).toString('hex')}`);
+    expectStatus(
+      await http('POST', `${cp1.baseUrl}/v1/agents/${spare.agent.id}/disable`, { headers: admin.headers }),
+      200,
+    );
+    const push = await until(
+      () => notify.sent('push').find((p) => p.body[0]?.data?.type === 'security_alert'),
+      'the security alert push',
+    );
+    expect(push.body[0]).toMatchObject({ title: 'Agent disabled', data: { url: `${cp1.baseUrl}/activity` } });
+    const chat = await until(
+      () =>
+        notify.sent('chat_a', 'sendMessage').find((c) => String(c.body.text).startsWith('Agent disabled')),
+      'the security alert in the chat',
+    );
+    expect(chat.body.reply_markup.inline_keyboard.flat()).toEqual([
+      { text: 'Open activity log', url: `${cp1.baseUrl}/activity` },
+    ]);
+    await eventually(async () => {
+      const list = await http<{ notifications: { type: string; title: string }[] }>(
+        'GET',
+        `${cp1.baseUrl}/v1/notifications?unread=true`,
+        { headers: admin.headers },
+      );
+      expect(list.body.notifications.map((n) => n.type)).toContain('security_alert');
+    });
+  }, 30_000);
+
   it('the notifier killed mid-batch delivers every notification exactly once per channel after its restart', async () => {
     const before = notify.calls.length;
     const since = new Date();
