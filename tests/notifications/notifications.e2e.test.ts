@@ -3,10 +3,11 @@
  * data plane, the audit writer and the notifier as processes over the run's PostgreSQL and NATS
  * JetStream, with local HTTPS stand-ins for the bot-chat and push providers.
  *
- * One journey, in order: a channel is set up (detect chats, test message → verified); an agent
- * call that needs approval reaches the SSE stream of the *other* replica, the chat (two buttons)
- * and the push service; the Approve button decides it, the chat message is edited, the agent's
- * replay runs and the button cannot be used twice. Then the failure posture: a chat outage is
+ * One journey, in order: the bot-chat (`chatbot_a`) and team-chat (`chatbot_b`, connected over
+ * OAuth) channels are set up (detect chats, test message → verified); an agent call that needs
+ * approval reaches the SSE stream of the *other* replica, both chats (two buttons each) and the
+ * push service; the Approve button decides it, both chat messages are edited, the agent's replay
+ * runs and no button can be used twice. Then the failure posture: a chat outage is
  * retried without holding back in-app; a disabled channel gets nothing; the notifier killed
  * mid-batch delivers everything exactly once per channel after its restart.
  */
@@ -28,6 +29,12 @@ import {
 } from '../support/api-client.js';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { startMockNotify, type MockNotify } from '../support/mock-notify.js';
+import {
+  connectOAuth,
+  providerEnv,
+  startMockProviders,
+  type MockProviders,
+} from '../support/mock-providers.js';
 import { ProcessGroup, freePort, type ServiceProcess } from '../support/processes.js';
 import { realServices } from '../support/services.js';
 
@@ -111,6 +118,7 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
   const group = new ProcessGroup();
   let fx: E2eFixtures;
   let notify: MockNotify;
+  let oauth: MockProviders;
   let cp1: ServiceProcess;
   let cp2: ServiceProcess;
   let dp: ServiceProcess;
@@ -122,6 +130,9 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
   const db = async <T>(text: string, values: unknown[]) => (await pool.query(text, values)).rows as T[];
   let agentToken: string;
   let channelId: string;
+  let teamChannelId: string;
+  let teamToken: string;
+  const teamChannel = 'C0REVIEW';
   const botToken = `4242:${randomBytes(12).toString('hex')}`;
   const chatId = '-1001';
   // A write: with step-up `always`, every write waits for a reviewer.
@@ -130,6 +141,9 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
   beforeAll(async () => {
     fx = await startE2eFixtures();
     notify = await startMockNotify({ key: fx.pki.key, cert: fx.pki.cert });
+    // The team chat is connected over OAuth against the mock authorization server; its Web API
+    // (where the notifier posts) is the notify mock.
+    oauth = await startMockProviders({ pki: fx.pki });
     const [p1, p2] = await Promise.all([freePort(), freePort()]);
     const publicBaseUrl = `http://127.0.0.1:${p1}`;
     const bus = {
@@ -142,7 +156,12 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
       VLT_CHATBOT_B_API_URL: notify.baseUrl,
     };
     const withDb = { ...bus, DATABASE_URL: realServices.databaseUrl() };
-    const cpEnv = { ...withDb, VLT_MASTER_KEY: fx.masterKey };
+    const cpEnv = {
+      ...withDb,
+      ...providerEnv(oauth, ['chatbot_b']),
+      VLT_CHATBOT_B_API_URL: notify.baseUrl,
+      VLT_MASTER_KEY: fx.masterKey,
+    };
     cp1 = await group.start('control-plane', { label: 'control-plane-1', port: p1, env: cpEnv });
     [cp2, dp, , notifier] = await Promise.all([
       group.start('control-plane', { label: 'control-plane-2', port: p2, env: cpEnv }),
@@ -193,6 +212,7 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     await group.stopAll();
     await pool?.end();
     await notify?.close();
+    await oauth?.close();
     await fx?.dispose();
   }, 60_000);
 
@@ -204,6 +224,16 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
   }
   const noticesFor = (approvalId: string) =>
     notify.sent('chat_a', 'sendMessage').filter((c) => String(c.body?.text ?? '').includes(approvalId));
+  const teamNoticesFor = (approvalId: string) =>
+    notify.sent('chat_b', 'chat.postMessage').filter((c) => String(c.body?.text ?? '').includes(approvalId));
+  /** The URL buttons of a block-kit message. */
+  const teamButtons = (body: {
+    blocks: { type: string; elements?: { text: { text: string }; url: string }[] }[];
+  }) =>
+    body.blocks
+      .filter((b) => b.type === 'actions')
+      .flatMap((b) => b.elements ?? [])
+      .map((e) => ({ text: e.text.text, url: e.url }));
 
   it('sets up a bot-chat channel: detect chats de-duplicates, the test message verifies it', async () => {
     const bot = expectStatus(
@@ -264,6 +294,40 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     expect(test).toHaveLength(1);
     expect(test[0]!.token).toBe(botToken);
     expect(test[0]!.body.chat_id).toBe(chatId);
+
+    // The team chat: an OAuth connection, one channel, verified by its test message.
+    const team = await connectOAuth({ admin, mock: oauth }, { service: 'chatbot_b', scopes: [] });
+    teamToken = oauth.issued.at(-1)!.accessToken;
+    const teamCreated = expectStatus(
+      await http<{ channel: { id: string; verificationStatus: string } }>(
+        'POST',
+        `${cp1.baseUrl}/v1/notification-channels`,
+        {
+          headers: admin.headers,
+          json: {
+            channelType: 'chatbot_b',
+            connectionId: team.connection.id,
+            config: { channelId: teamChannel },
+          },
+        },
+      ),
+      201,
+    ).body.channel;
+    teamChannelId = teamCreated.id;
+    expect(
+      expectStatus(
+        await http<{ channel: { verificationStatus: string } }>(
+          'POST',
+          `${cp1.baseUrl}/v1/notification-channels/${teamChannelId}/test`,
+          { headers: admin.headers },
+        ),
+        200,
+      ).body.channel.verificationStatus,
+    ).toBe('verified');
+    const teamTest = notify.sent('chat_b', 'chat.postMessage');
+    expect(teamTest).toHaveLength(1);
+    expect(teamTest[0]!.token).toBe(teamToken);
+    expect(teamTest[0]!.body.channel).toBe(teamChannel);
 
     // Two devices; one the push service no longer knows.
     for (const token of ['ExponentPushToken[phone]', 'ExponentPushToken[gone]']) {
@@ -327,6 +391,21 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
       expect(buttons[0]!.url).toMatch(new RegExp(`^${cp1.baseUrl}/api/quick-action/`));
       expect(notice!.body.text).not.toContain(fx.mockAccount.apiToken);
 
+      // The team chat: a block-kit message with its own pair of buttons.
+      const [teamNotice] = await until(() => {
+        const n = teamNoticesFor(approvalId);
+        return n.length ? n : false;
+      }, 'the team-chat notice');
+      expect(teamNotice!.body.channel).toBe(teamChannel);
+      expect(teamNotice!.token).toBe(teamToken);
+      expect(teamNotice!.body.blocks[0]).toMatchObject({ type: 'section', text: { type: 'mrkdwn' } });
+      const teamLinks = teamButtons(teamNotice!.body);
+      expect(teamLinks.map((b) => b.text)).toEqual(['Approve', 'Deny']);
+      expect(teamLinks[0]!.url).toMatch(new RegExp(`^${cp1.baseUrl}/api/quick-action/`));
+      expect(teamLinks[0]!.url).not.toBe(buttons[0]!.url);
+      expect(JSON.stringify(teamNotice!.body)).not.toContain('from an agent');
+      expect(JSON.stringify(teamNotice!.body)).not.toContain(fx.mockAccount.apiToken);
+
       const [push] = await until(() => {
         const p = notify.sent('push');
         return p.length ? p : false;
@@ -381,6 +460,15 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
       expect(edit.body.chat_id).toBe(chatId);
       expect(edit.body.text).toContain('approved');
       expect(edit.body.reply_markup).toEqual({ inline_keyboard: [] });
+      // The team-chat message too, although the decision came from the other chat.
+      const teamEdit = await until(
+        () => notify.sent('chat_b', 'chat.update')[0],
+        'the updated team-chat message',
+      );
+      expect(teamEdit.body).toMatchObject({ channel: teamChannel });
+      expect(String(teamEdit.body.ts)).toMatch(/^\d+\.\d+$/);
+      expect(teamEdit.body.text).toContain('approved');
+      expect(teamButtons(teamEdit.body)).toEqual([]);
       await until(
         () =>
           stream
@@ -400,6 +488,16 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
       expect(await again.text()).toContain('already used');
       const deny = await fetch(buttons[1]!.url, { method: 'POST' });
       expect(deny.status).toBe(409);
+      // The team chat's buttons were for the same approval: decided is decided.
+      const teamDeny = await fetch(teamLinks[1]!.url, { method: 'POST' });
+      expect(teamDeny.status).toBe(409);
+      expect(
+        (
+          await http<{ approval: { status: string } }>('GET', `${cp1.baseUrl}/v1/approvals/${approvalId}`, {
+            headers: admin.headers,
+          })
+        ).body.approval.status,
+      ).toBe('consumed'); // approved, then used by the replay
 
       // The audit row names the channel the decision came from.
       const audit = await http<{
@@ -434,13 +532,19 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     // The outage shows on the channel.
     await eventually(async () => {
       const ch = await http<{
-        channels: { lastDeliveryStatus: string | null; lastDeliveryError: string | null }[];
+        channels: { id: string; lastDeliveryStatus: string | null; lastDeliveryError: string | null }[];
       }>('GET', `${cp1.baseUrl}/v1/notification-channels`, { headers: admin.headers });
-      expect(ch.body.channels[0]).toMatchObject({ lastDeliveryStatus: 'failing' });
-      expect(ch.body.channels[0]!.lastDeliveryError).toContain('500');
-      expect(ch.body.channels[0]!.lastDeliveryError).not.toContain(botToken);
+      const failing = ch.body.channels.find((c) => c.id === channelId)!;
+      expect(failing).toMatchObject({ lastDeliveryStatus: 'failing' });
+      expect(failing.lastDeliveryError).toContain('500');
+      expect(failing.lastDeliveryError).not.toContain(botToken);
+      // The other chat is not held back by this one's outage.
+      expect(ch.body.channels.find((c) => c.id === teamChannelId)).toMatchObject({
+        lastDeliveryStatus: 'delivered',
+      });
     });
     expect(noticesFor(approvalId)).toHaveLength(0);
+    expect(teamNoticesFor(approvalId)).toHaveLength(1);
     await sleep(1_500);
     notify.failWith(null);
     await until(() => noticesFor(approvalId).length === 1 || false, 'the notice after the outage', 20_000);
@@ -488,6 +592,14 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     expect(chat.body.reply_markup.inline_keyboard.flat()).toEqual([
       { text: 'Open activity log', url: `${cp1.baseUrl}/activity` },
     ]);
+    const team = await until(
+      () =>
+        notify
+          .sent('chat_b', 'chat.postMessage')
+          .find((c) => String(c.body.text).startsWith('Agent disabled')),
+      'the security alert in the team chat',
+    );
+    expect(teamButtons(team.body)).toEqual([{ text: 'Open activity log', url: `${cp1.baseUrl}/activity` }]);
     await eventually(async () => {
       const list = await http<{ notifications: { type: string; title: string }[] }>(
         'GET',
@@ -525,6 +637,7 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     await notifier.restart();
     for (const id of ids) {
       await until(() => noticesFor(id).length > 0 || false, `the notice of ${id}`, 30_000);
+      await until(() => teamNoticesFor(id).length > 0 || false, `the team notice of ${id}`, 30_000);
       await until(
         () => notify.sent('push').some((p) => JSON.stringify(p.body).includes(id)) || false,
         `the push of ${id}`,
@@ -534,12 +647,13 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     await sleep(1_000);
     const counts = ids.map((id) => ({
       chat: noticesFor(id).length,
+      team: teamNoticesFor(id).length,
       push: notify.sent('push').filter((p) => JSON.stringify(p.body).includes(id)).length,
     }));
     console.log(
       `after the notifier restart: ${JSON.stringify(counts)} (${notify.calls.length - before} provider calls)`,
     );
-    expect(counts).toEqual(ids.map(() => ({ chat: 1, push: 1 })));
+    expect(counts).toEqual(ids.map(() => ({ chat: 1, team: 1, push: 1 })));
     // In-app: one row per approval for the one member, however often the events came.
     const list = await http<{ notifications: { metadata: Record<string, unknown> | null }[] }>(
       'GET',
