@@ -12,15 +12,22 @@ const req = {
 const TTL = 30_000;
 const STALE = 900_000;
 
-type Mode = 'answer' | 'throw';
+type Mode = 'answer' | 'throw' | 'hang';
 
 /** A control plane on the in-process bus whose answers the test sets, and that can be stopped. */
 function fakeControlPlane(bus: Bus) {
   let handle: ReplyHandle | undefined;
-  const state: { mode: Mode; answer: CredentialsResponse; calls: number } = {
+  const state: {
+    mode: Mode;
+    answer: CredentialsResponse;
+    calls: number;
+    /** Hung requests: each answers with the then-current `answer` when called. */
+    hung: (() => void)[];
+  } = {
     mode: 'answer',
     answer: { ok: true, credentials: { type: 'api_key', key: 'k-1' }, ttlMs: TTL },
     calls: 0,
+    hung: [],
   };
   return {
     state,
@@ -28,6 +35,8 @@ function fakeControlPlane(bus: Bus) {
       handle = await bus.reply(names.rpc.credentialsGet, async () => {
         state.calls += 1;
         if (state.mode === 'throw') throw new Error('database is down');
+        if (state.mode === 'hang')
+          return new Promise<CredentialsResponse>((resolve) => state.hung.push(() => resolve(state.answer)));
         return state.answer;
       });
     },
@@ -43,18 +52,22 @@ describe('credential cache: outage posture', () => {
   let cp: ReturnType<typeof fakeControlPlane>;
   let t: number;
   const warnings: object[] = [];
-  const cache = (staleMs = STALE) =>
+  const cache = (staleMs = STALE, o: { timeoutMs?: number; standInAfterMs?: number } = {}) =>
     createCredentialCache({
       bus,
       names,
       ttlMs: TTL,
       staleMs,
-      timeoutMs: 200,
+      timeoutMs: o.timeoutMs ?? 200,
+      ...(o.standInAfterMs !== undefined && { standInAfterMs: o.standInAfterMs }),
       logger: { warn: (obj) => warnings.push(obj) },
     });
+  /** Settles within `ms` (real time), or says it is still pending. */
+  const within = <T>(p: Promise<T>, ms: number) =>
+    Promise.race([p, new Promise<'pending'>((r) => setTimeout(() => r('pending'), ms))]);
 
   beforeEach(async () => {
-    bus = createInProcessBus({ names, requestTimeoutMs: 200 });
+    bus = createInProcessBus({ names, requestTimeoutMs: 60_000 });
     cp = fakeControlPlane(bus);
     await cp.start();
     // Only Date is faked: the bus's own timers stay real.
@@ -64,6 +77,7 @@ describe('credential cache: outage posture', () => {
     warnings.length = 0;
   });
   afterEach(async () => {
+    cp.state.hung.splice(0).forEach((answer) => answer());
     vi.useRealTimers();
     await bus.close();
   });
@@ -157,5 +171,57 @@ describe('credential cache: outage posture', () => {
     await cp.stop();
     vi.setSystemTime((t += TTL + 1));
     await expect(c.get(req)).rejects.toThrow(/no responders/);
+  });
+
+  it('regression: a hung control plane costs a caller with a cached credential the stand-in wait, not the request timeout', async () => {
+    // The request would wait a minute; the stand-in answers after 50 ms.
+    const c = cache(STALE, { timeoutMs: 60_000, standInAfterMs: 50 });
+    await c.get(req);
+    cp.state.mode = 'hang';
+    vi.setSystemTime((t += TTL + 1));
+    // Before the fix this waited the whole request timeout (15 s in production).
+    expect(await within(c.get(req), 2_000)).toMatchObject({ ok: true, credentials: { key: 'k-1' } });
+    // A second caller during the same hung request is served too, without a second request.
+    expect(await within(c.get(req), 2_000)).toMatchObject({ ok: true, credentials: { key: 'k-1' } });
+    expect(cp.state.calls).toBe(2); // the first fetch and the hung one
+    // The late answer still lands: a new credential replaces the stale one.
+    cp.state.answer = { ok: true, credentials: { type: 'api_key', key: 'k-2' }, ttlMs: TTL };
+    cp.state.hung.splice(0).forEach((answer) => answer());
+    await vi.waitFor(async () => expect(await c.get(req)).toMatchObject({ credentials: { key: 'k-2' } }));
+  });
+
+  it('a late refusal after a stand-in drops the entry: the next call is not served from it', async () => {
+    const c = cache(STALE, { timeoutMs: 60_000, standInAfterMs: 50 });
+    await c.get(req);
+    cp.state.mode = 'hang';
+    vi.setSystemTime((t += TTL + 1));
+    expect(await within(c.get(req), 2_000)).toMatchObject({ ok: true });
+    cp.state.answer = { ok: false, code: 'revoked' };
+    cp.state.hung.splice(0).forEach((answer) => answer());
+    await vi.waitFor(() => expect(cp.state.hung).toHaveLength(0));
+    cp.state.mode = 'answer';
+    await vi.waitFor(async () => expect(await c.get(req)).toEqual({ ok: false, code: 'revoked' }));
+  });
+
+  it('without a cached credential a hung control plane is waited for: nothing is made up', async () => {
+    const c = cache(STALE, { timeoutMs: 60_000, standInAfterMs: 50 });
+    cp.state.mode = 'hang';
+    const first = c.get(req);
+    expect(await within(first, 300)).toBe('pending');
+    cp.state.hung.splice(0).forEach((answer) => answer());
+    expect(await first).toMatchObject({ ok: true, credentials: { key: 'k-1' } });
+  });
+
+  it('an invalidation during the wait wins over the stand-in', async () => {
+    const c = cache(STALE, { timeoutMs: 60_000, standInAfterMs: 100 });
+    await c.get(req);
+    cp.state.mode = 'hang';
+    vi.setSystemTime((t += TTL + 1));
+    const waiting = c.get(req);
+    c.invalidate(req.connectionId);
+    expect(await within(waiting, 500)).toBe('pending');
+    cp.state.answer = { ok: false, code: 'revoked' };
+    cp.state.hung.splice(0).forEach((answer) => answer());
+    expect(await waiting).toEqual({ ok: false, code: 'revoked' });
   });
 });

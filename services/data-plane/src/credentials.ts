@@ -6,6 +6,9 @@
  * timeout, an error reply, or "refresh unavailable"), a credential this replica already holds is
  * served for up to VLT_CREDENTIAL_STALE_MS past its fetch, never past an OAuth token's expiry.
  * A refusal (revoked, needs re-auth, forbidden, not found) is an answer: it drops the entry at once.
+ * A control plane that hangs is no answer either: a caller with a servable entry waits at most
+ * `standInAfterMs` (not the whole request timeout) and the request finishes in the background,
+ * storing or dropping the entry when its answer comes.
  */
 import type { Bus, BusNames } from '@vlt/bus';
 import { CredentialsResponse } from '@vlt/contracts';
@@ -16,6 +19,14 @@ import { CredentialsResponse } from '@vlt/contracts';
  * slow but successful refresh into a 503 here.
  */
 const CREDENTIALS_TIMEOUT_MS = 15_000;
+
+/**
+ * How long a caller holding a servable stale entry waits for the control plane before being
+ * served from it. Long enough for a healthy answer (a cached lookup takes milliseconds, a
+ * refusal is a database read); short enough that a hung control plane costs an agent call
+ * little more than this once per request cycle.
+ */
+const STAND_IN_AFTER_MS = 2_000;
 
 /** An OAuth token this close to its expiry is not handed out from a stale entry. */
 const STALE_EXPIRY_SKEW_MS = 30_000;
@@ -49,12 +60,15 @@ export function createCredentialCache(deps: {
   /** How long past its fetch a credential may be served while the control plane is unreachable; 0 disables. */
   staleMs?: number;
   timeoutMs?: number;
+  /** How long a caller with a servable stale entry waits for the answer before it is used. */
+  standInAfterMs?: number;
   logger?: CredentialCacheLogger;
 }): CredentialCache {
   const now = () => Date.now();
   const staleMs = deps.staleMs ?? 0;
+  const standInAfterMs = deps.standInAfterMs ?? STAND_IN_AFTER_MS;
   const cache = new Map<string, Entry>();
-  const inflight = new Map<string, Promise<CredentialsResponse>>();
+  const inflight = new Map<string, { answer: Promise<CredentialsResponse>; startedAt: number }>();
 
   /** The stale entry, when one may stand in for an answer the control plane could not give. */
   function standIn(key: string, reason: string): Granted | undefined {
@@ -85,40 +99,68 @@ export function createCredentialCache(deps: {
     });
   }
 
+  function ask(key: string, req: { workspaceId: string; agentId: string; connectionId: string }) {
+    return deps.bus
+      .request(
+        deps.names.rpc.credentialsGet,
+        { v: 1, ...req },
+        { timeoutMs: deps.timeoutMs ?? CREDENTIALS_TIMEOUT_MS },
+      )
+      .then(
+        (raw) => {
+          const value = CredentialsResponse.parse(raw);
+          if (value.ok) {
+            store(key, req.connectionId, value);
+            return value;
+          }
+          if (value.code === 'unavailable') return standIn(key, 'refresh unavailable') ?? value;
+          // A refusal is an answer: nothing cached may outlive it.
+          cache.delete(key);
+          return value;
+        },
+        (err: unknown) => {
+          const stale = standIn(key, err instanceof Error ? err.name : 'request failed');
+          if (stale) return stale;
+          throw err;
+        },
+      )
+      .finally(() => inflight.delete(key));
+  }
+
+  /**
+   * The answer, or the stale entry once `standInAfterMs` has passed since the request started
+   * without one. The entry is looked up when the wait ends: an invalidation meanwhile wins.
+   */
+  function answerOrStandIn(
+    key: string,
+    flight: { answer: Promise<CredentialsResponse>; startedAt: number },
+  ): Promise<CredentialsResponse> {
+    const servable = cache.get(key);
+    if (standInAfterMs <= 0 || !servable || servable.staleUntil <= now()) return flight.answer;
+    return new Promise<CredentialsResponse>((resolve, reject) => {
+      const timer = setTimeout(
+        () => {
+          const stale = standIn(key, 'no answer yet');
+          if (stale) resolve(stale);
+        },
+        Math.max(0, flight.startedAt + standInAfterMs - now()),
+      );
+      timer.unref?.();
+      flight.answer.then(resolve, reject).finally(() => clearTimeout(timer));
+    });
+  }
+
   return {
     async get(req) {
       const key = `${req.agentId}:${req.connectionId}`;
       const hit = cache.get(key);
       if (hit && hit.until > now()) return hit.value;
-      const pending = inflight.get(key);
-      if (pending) return pending;
-      const p = deps.bus
-        .request(
-          deps.names.rpc.credentialsGet,
-          { v: 1, ...req },
-          { timeoutMs: deps.timeoutMs ?? CREDENTIALS_TIMEOUT_MS },
-        )
-        .then(
-          (raw) => {
-            const value = CredentialsResponse.parse(raw);
-            if (value.ok) {
-              store(key, req.connectionId, value);
-              return value;
-            }
-            if (value.code === 'unavailable') return standIn(key, 'refresh unavailable') ?? value;
-            // A refusal is an answer: nothing cached may outlive it.
-            cache.delete(key);
-            return value;
-          },
-          (err: unknown) => {
-            const stale = standIn(key, err instanceof Error ? err.name : 'request failed');
-            if (stale) return stale;
-            throw err;
-          },
-        )
-        .finally(() => inflight.delete(key));
-      inflight.set(key, p);
-      return p;
+      let flight = inflight.get(key);
+      if (!flight) {
+        flight = { answer: ask(key, req), startedAt: now() };
+        inflight.set(key, flight);
+      }
+      return answerOrStandIn(key, flight);
     },
     invalidate(connectionId) {
       for (const [k, v] of cache) if (v.connectionId === connectionId) cache.delete(k);
