@@ -24,6 +24,16 @@ import { startProviderGateway, type Binding, type ProviderGateway } from '../sup
 const creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toString('hex')}` };
 const BASIC = Buffer.from(`${creds.email}:${creds.apiToken}`).toString('base64');
 const RECORD = { id: 'c-1', ssn: '078-05-1120', email: 'alice@example.com', note: 'visible' };
+/** A large answer (about 1 MB, 50,000 distinct keys and 2,000 records): filtered off-thread. */
+function wideAnswer() {
+  const index: Record<string, number> = {};
+  for (let i = 0; i < 50_000; i++) index[`k${i}`] = i;
+  return {
+    index,
+    ssn: RECORD.ssn,
+    records: Array.from({ length: 2_000 }, (_, i) => ({ ...RECORD, id: `c-${i}` })),
+  };
+}
 const seenAcceptEncoding: Array<string | undefined> = [];
 const seenRange: Array<string | undefined> = [];
 
@@ -112,6 +122,16 @@ function provider(req: IncomingMessage, res: ServerResponse) {
         200,
         { 'content-type': 'application/json' },
         '['.repeat(100_000) + ']'.repeat(100_000),
+      );
+    case '/wide':
+      return send(res, 200, { 'content-type': 'application/json' }, JSON.stringify(wideAnswer()));
+    case '/wide-deep':
+      // Too deep to parse, and too large for the request's thread.
+      return send(
+        res,
+        200,
+        { 'content-type': 'application/json' },
+        '['.repeat(200_000) + ']'.repeat(200_000),
       );
     case '/sliced':
       // A slice of the JSON document, whatever was asked (a careless cache, a hostile provider).
@@ -427,6 +447,51 @@ describe('regression: a provider answering absurdly deep JSON gets no 500 (class
       expect(body.code).toMatch(/^UPSTREAM_/);
     },
   );
+});
+
+describe('regression: a large answer is filtered off the event loop with the same result (class 3)', () => {
+  // 100,000 distinct keys held the event loop of every tenant for ~190 ms while parsed,
+  // filtered and serialised; bench/hostile-input.ts measures the stall, this the result.
+  it('field rules apply to a 1 MB answer exactly as to a small one', async () => {
+    // The small answer is filtered on the request's thread: the reference.
+    const small = (await (await call(fields, '/record')).body.json()) as { body: Record<string, unknown> };
+    expect(small.body.ssn).toBeUndefined();
+    const res = await call(fields, '/wide');
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    const envelope = (await res.body.json()) as {
+      model: string;
+      status: number;
+      body: unknown;
+      auditId: string;
+    };
+    const { ssn: _ssn, ...kept } = wideAnswer();
+    expect(envelope).toMatchObject({ model: 'B', status: 200 });
+    expect(envelope.body).toEqual({
+      ...kept,
+      // `ssn` names the top-level field only; e-mails are redacted everywhere.
+      records: kept.records.map((r) => ({ ...r, email: small.body.email })),
+    });
+    expect(JSON.stringify(envelope)).not.toContain('alice@example.com');
+    expect((await auditRow(fields, 'execution_completed', envelope.auditId)).metadata).toMatchObject({
+      responseStatus: 200,
+    });
+  });
+
+  it("with no rule it is the provider's JSON, unchanged", async () => {
+    const res = await call(plain, '/wide');
+    expect(res.statusCode).toBe(200);
+    expect(((await res.body.json()) as { body: unknown }).body).toEqual(wideAnswer());
+  });
+
+  it('too deep to parse: text without rules, 502 under field rules, never a 500', async () => {
+    const plainRes = await call(plain, '/wide-deep');
+    expect(plainRes.statusCode).toBe(200);
+    expect(typeof ((await plainRes.body.json()) as { body: unknown }).body).toBe('string');
+    const res = await call(fields, '/wide-deep');
+    expect(res.statusCode).toBe(502);
+    expect(((await res.body.json()) as { error: string }).error).toBe('provider sent an invalid response');
+  });
 });
 
 describe('regression: provider cookies never reach the agent (class 14)', () => {

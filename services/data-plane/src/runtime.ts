@@ -7,6 +7,7 @@ import { createSnapshotCaches } from './caches.js';
 import { createCredentialCache } from './credentials.js';
 import type { DataPlaneDeps } from './deps.js';
 import { createRateCounter } from './rate-counter.js';
+import { createResponseFilterPool } from './modules/execute/response-pool.js';
 import type { ServiceMetrics } from '@vlt/service-kit';
 
 export interface DataPlaneRuntime {
@@ -43,6 +44,7 @@ export async function createDataPlaneRuntime(opts: {
     streamDeadlineMs: config.upstreamStreamDeadlineMs,
     ...(opts.upstreamCa && { extraCa: opts.upstreamCa }),
   });
+  const responseFilterPool = createResponseFilterPool();
   const deps: DataPlaneDeps = {
     config,
     bus,
@@ -52,6 +54,7 @@ export async function createDataPlaneRuntime(opts: {
     credentials,
     rateCounter: createRateCounter({ bus, names }),
     upstream,
+    responseFilterPool,
     now: opts.now ?? (() => new Date()),
     ...(opts.metrics && { metrics: opts.metrics }),
   };
@@ -61,6 +64,7 @@ export async function createDataPlaneRuntime(opts: {
     async stop() {
       await caches.stop();
       await upstream.close();
+      await responseFilterPool.close();
     },
   };
 }

@@ -5,11 +5,7 @@
  * Each shape ends the call's audit trail with exactly one terminal event.
  */
 import {
-  classifyContentType,
   createResponseFilterNodeStream,
-  jsonBoundsViolation,
-  MAX_JSON_DEPTH,
-  filterResponseBody,
   responseFilterability,
   ResponseFilterEncodingError,
   ResponseFilterLimitError,
@@ -26,8 +22,9 @@ import {
   type UpstreamStreamResponse,
 } from '@vlt/upstream';
 import { PassThrough, pipeline, Transform, type Readable } from 'node:stream';
-import { setImmediate as setImmediatePromise } from 'node:timers/promises';
 import type { CallRecorder } from './recorder.js';
+import { decodeAndFilter, filterFailureOf, type FilterFailure } from './response-decoding.js';
+import type { ResponseFilterPool } from './response-pool.js';
 import { upstreamFailure } from './upstream-call.js';
 
 export interface ExecutionResult {
@@ -53,6 +50,10 @@ export interface ResponseContext {
   route: ResponseRoute;
   recorder: CallRecorder;
   maxResponseBytes: number;
+  /** The compiled policy `policy` was hydrated from, keyed by id and version (for the pool). */
+  policySource: { key: string; compiled: unknown };
+  /** Where large buffered bodies are filtered; absent: on the request's thread. */
+  filterPool?: ResponseFilterPool | undefined;
 }
 
 function unfilterable(recorder: CallRecorder, reason: string): AppError {
@@ -60,46 +61,18 @@ function unfilterable(recorder: CallRecorder, reason: string): AppError {
   return recorder.deny({ status: e.statusCode, reason, code: e.code, metadata: { step: 'response_rules' } });
 }
 
-/** Bodies from this size on yield to the event loop between decoding, filtering and serialising. */
-const YIELD_ABOVE_BYTES = 256 * 1024;
-
-const RESPONSE_ENVELOPE_BOUNDS = { maxDepth: MAX_JSON_DEPTH, maxMembers: Number.POSITIVE_INFINITY };
+/**
+ * Bodies from this size on are decoded, filtered and serialised in the response-filter pool:
+ * below it the work takes a few milliseconds, less than handing it over would.
+ */
+const OFF_THREAD_ABOVE_BYTES = 256 * 1024;
 
 /**
- * The provider's text in its declared charset (WHATWG labels: utf-16le, iso-8859-1, ...);
- * UTF-8 when none is declared or the label is unknown.
+ * An envelope body already serialised (by the response-filter pool): the routes write this
+ * JSON text where the body goes instead of serialising a value.
  */
-function decodeText(buf: Buffer, charset: string | null): string {
-  if (charset && charset !== 'utf-8' && charset !== 'utf8') {
-    try {
-      return new TextDecoder(charset).decode(buf);
-    } catch {
-      // An unknown label: read it as UTF-8, as when none is given.
-    }
-  }
-  return buf.toString('utf8');
-}
-
-/** The envelope body: JSON parsed, text as text, anything else base64. */
-function decodeBody(buf: Buffer, contentType: string | undefined): unknown {
-  if (buf.length === 0) return null;
-  const ct = (contentType ?? '').toLowerCase();
-  const { charset } = classifyContentType(contentType);
-  if (ct.includes('json')) {
-    const text = decodeText(buf, charset);
-    // Deeper than the filters and the envelope's serialiser can walk: relayed as text.
-    if (jsonBoundsViolation(text, RESPONSE_ENVELOPE_BOUNDS) !== null) return text;
-    try {
-      return JSON.parse(text);
-    } catch {
-      return text;
-    }
-  }
-  if (ct.startsWith('text/') || ct.includes('xml') || ct.includes('x-www-form-urlencoded') || ct === '') {
-    return decodeText(buf, charset);
-  }
-  // Binary content inside a JSON envelope: base64 (use `download: true` for raw bytes).
-  return buf.toString('base64');
+export class RawJsonBody {
+  constructor(readonly json: string) {}
 }
 
 /** The provider's whole answer, filtered, in the spec's envelope. */
@@ -117,30 +90,45 @@ export async function respondBuffered(
   const contentType = res.headers['content-type'];
   const filterability = responseFilterability(contentType, c.policy, c.route);
   if (filterability.kind === 'refuse') throw unfilterable(c.recorder, filterability.reason);
+  const dataSize = res.body.length;
   let filtered: unknown;
-  try {
-    const decoded = decodeBody(res.body, contentType);
-    // Decoding and filtering a large body each take a while: let other requests (and health
-    // checks) run between the two instead of stalling the process for both at once.
-    if (res.body.length >= YIELD_ABOVE_BYTES) await setImmediatePromise();
-    filtered = filterResponseBody(decoded, contentType ?? '', c.policy, c.route);
-  } catch (err) {
-    if (err instanceof ResponseUnfilterableError) throw unfilterable(c.recorder, err.message);
-    if (err instanceof ResponseFilterLimitError || err instanceof ResponseFilterEncodingError) {
-      throw upstreamFailure(new UpstreamError('bad_response', err.message), c.recorder);
+  if (c.filterPool && dataSize >= OFF_THREAD_ABOVE_BYTES) {
+    // Large: decoded, filtered and serialised in the pool; the envelope splices the JSON in.
+    const out = await c.filterPool.filter({
+      body: res.body,
+      contentType,
+      policyKey: c.policySource.key,
+      compiled: c.policySource.compiled,
+      route: c.route,
+    });
+    if (!out.ok) throw filterRefusal(c.recorder, out);
+    filtered = new RawJsonBody(out.json);
+  } else {
+    try {
+      filtered = decodeAndFilter(res.body, contentType, c.policy, c.route);
+    } catch (err) {
+      throw filterRefusal(c.recorder, filterFailureOf(err));
     }
-    throw err;
   }
   const auditId = c.recorder.completed({
     responseStatus: res.status,
-    dataSize: res.body.length,
+    dataSize,
     durationMs: Math.round(performance.now() - started),
   });
   // The body may have changed size after filtering.
   delete res.headers['content-length'];
-  // Serialising the envelope is the third long step for a large body: its own turn, too.
-  if (res.body.length >= YIELD_ABOVE_BYTES) await setImmediatePromise();
   return { model: 'B', status: res.status, headers: res.headers, body: filtered, auditId };
+}
+
+/** The Model B envelope with an already serialised body, as the response schema would write it. */
+export function envelopeJson(r: ExecutionResult & { body: RawJsonBody }): string {
+  return `{"model":"B","status":${r.status},"headers":${JSON.stringify(r.headers)},"body":${r.body.json},"auditId":${JSON.stringify(r.auditId)}}`;
+}
+
+/** A refusal of the response filter as the error the agent gets (and the audit records). */
+function filterRefusal(recorder: CallRecorder, failure: FilterFailure): AppError {
+  if (failure.error === 'unfilterable') return unfilterable(recorder, failure.message);
+  return upstreamFailure(new UpstreamError('bad_response', failure.message), recorder);
 }
 
 /**

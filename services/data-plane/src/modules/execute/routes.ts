@@ -4,6 +4,8 @@ import type { ZodTypeProvider } from '@vlt/service-kit';
 import { ApprovalRequiredResponse, ErrorResponse, ExecuteBody, ExecuteResponse } from '@vlt/contracts';
 import type { DataPlaneDeps } from '../../deps.js';
 import { requireAgent } from '../../plugins/agent-auth.js';
+import { agentGoneSignal } from './agent-gone.js';
+import { envelopeJson, RawJsonBody } from './respond.js';
 import { executeModelB } from './service.js';
 import { vendToken } from './vend.js';
 
@@ -40,11 +42,18 @@ export function executeRoutes(deps: DataPlaneDeps) {
         // Parsing a large envelope was one long step; deciding on it is the next. Let other
         // requests (and health checks) run in between instead of stalling for both at once.
         if (Number(req.headers['content-length'] ?? 0) >= LARGE_BODY_BYTES) await setImmediatePromise();
-        const out = await executeModelB(deps, agent, req.body);
+        const out = await executeModelB(deps, agent, req.body, { agentGone: agentGoneSignal(reply) });
         if ('approvalRequired' in out) return reply.status(202).send(out);
         // Streams bypass the response schema: Fastify sends them as they are.
         if ('streamed' in out)
           return (reply as FastifyReply).status(out.status).headers(out.headers).send(out.body);
+        if (out.body instanceof RawJsonBody) {
+          // Serialised in the response-filter pool: written as it is, not serialised again.
+          return (reply as FastifyReply)
+            .type('application/json; charset=utf-8')
+            .serializer((text: string) => text)
+            .send(envelopeJson({ ...out, body: out.body }));
+        }
         return out;
       },
     );

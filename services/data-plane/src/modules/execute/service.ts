@@ -89,6 +89,8 @@ export interface ExecuteOptions {
    * redaction across text deltas), given the response plan; null adds nothing.
    */
   streamStage?: (plan: ResponsePlan | null, contentType: string | undefined) => Transform | null;
+  /** Aborted when the agent hangs up: a request it no longer waits for is not sent. */
+  agentGone?: AbortSignal;
 }
 
 export async function executeModelB(
@@ -188,6 +190,12 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   }
 
   const credentials = await credentialsFor(deps, agent, connection.id, recorder);
+  // The credential wait is the longest one before the provider is called (a slow control plane):
+  // an agent that gave up meanwhile may retry, and must not find its abandoned write ran too.
+  if (call.options.agentGone?.aborted) {
+    recorder.failed('AGENT_GONE', { reason: 'the agent hung up before the request was sent' });
+    throw Errors.clientClosed();
+  }
   const request = buildUpstreamRequest(target, credentials, connection, {
     bodyIsAgentText: typeof req.body === 'string',
   });
@@ -207,6 +215,11 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
     route,
     recorder,
     maxResponseBytes: policy.limits?.maxResponseSizeBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+    policySource: {
+      key: `${found.snapshot.policyId}:${found.snapshot.version}`,
+      compiled: found.snapshot.compiled,
+    },
+    filterPool: deps.responseFilterPool,
   };
   // From here the request counts, whatever happens.
   ctx.counted.value = true;

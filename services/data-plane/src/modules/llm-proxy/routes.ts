@@ -2,6 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, Errors, libraryAppError } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import { requireAgent } from '../../plugins/agent-auth.js';
+import { agentGoneSignal } from '../execute/agent-gone.js';
+import { RawJsonBody } from '../execute/respond.js';
 import { isLlmProvider, providerErrorBody, type LlmProvider } from './provider-shapes.js';
 import { proxyLlmCall } from './service.js';
 
@@ -90,6 +92,7 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
           query,
           headers: req.headers,
           body: typeof req.body === 'string' ? req.body : undefined,
+          agentGone: agentGoneSignal(reply),
         });
         if (out.kind === 'approval') {
           const a = out.approval;
@@ -117,6 +120,16 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
         const body = r.body;
         if (body === null || body === undefined) return reply.status(r.status).send();
         if (typeof body === 'string') return reply.status(r.status).send(body);
+        // Serialised in the response-filter pool: a JSON string is the text the provider sent.
+        if (body instanceof RawJsonBody) {
+          if (body.json === 'null') return reply.status(r.status).send();
+          const value = body.json.startsWith('"') ? (JSON.parse(body.json) as string) : null;
+          if (value !== null) return reply.status(r.status).send(value);
+          return reply
+            .status(r.status)
+            .type(r.headers['content-type'] ?? 'application/json')
+            .send(body.json);
+        }
         return reply
           .status(r.status)
           .type(r.headers['content-type'] ?? 'application/json')

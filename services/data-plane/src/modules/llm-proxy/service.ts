@@ -58,6 +58,8 @@ export interface LlmCall {
   headers: Record<string, string | string[] | undefined>;
   /** The body as text (JSON or text), undefined when there is none. */
   body: string | undefined;
+  /** Aborted when the agent hangs up (see ExecuteOptions). */
+  agentGone?: AbortSignal;
 }
 
 export type LlmOutcome =
@@ -154,6 +156,7 @@ export async function proxyLlmCall(
   const presentedUrl = `llm://${call.provider}${call.path}`;
   const out = await executeModelB(deps, agent, req, {
     presentedUrl,
+    ...(call.agentGone && { agentGone: call.agentGone }),
     streamStage: (plan, contentType) =>
       plan && plan.detectors.length > 0 && (contentType ?? '').toLowerCase().includes('text/event-stream')
         ? createLlmStreamRedaction(STREAM_PROTOCOL[call.provider], plan.detectors)
