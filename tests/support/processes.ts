@@ -143,9 +143,21 @@ export class ServiceProcess {
     );
   }
 
+  /** SIGSTOP: the process keeps its sockets open and answers nothing (a hung service). */
+  pause(): void {
+    if (this.running) this.child!.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after `pause()`. */
+  resume(): void {
+    if (this.running) this.child!.kill('SIGCONT');
+  }
+
   /** SIGTERM, then SIGKILL if the process has not drained in time. */
   async stop(timeoutMs = 10_000): Promise<void> {
     if (!this.running || !this.exit) return;
+    // A paused process would not see the SIGTERM until continued.
+    this.child!.kill('SIGCONT');
     this.child!.kill('SIGTERM');
     const done = await Promise.race([this.exit.then(() => true), sleep(timeoutMs).then(() => false)]);
     if (!done) await this.kill();
