@@ -7,7 +7,7 @@ PNPM := npx --yes pnpm@$(PNPM_VERSION)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help install pnpm generate start test typecheck lint format format-check dev-split bench db-migrate
+.PHONY: help install pnpm generate start build test typecheck lint format format-check dev-split bench db-migrate
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ generate: ## Regenerate the Prisma client
 
 start: install ## Start the all-in-one gateway (embedded PostgreSQL and bus unless DATABASE_URL/NATS_URL are set)
 	pnpm start
+
+build: install ## Compile every service to JavaScript in dist/ (what the production image runs)
+	node scripts/build-services.mjs
 
 test: install ## Check formatting, typecheck, lint and run every test suite (what CI runs)
 	pnpm format:check

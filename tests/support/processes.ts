@@ -53,6 +53,11 @@ export interface ServiceOptions {
   healthTimeoutMs?: number;
   /** Echo lines to the test output (VLT_E2E_ECHO=1 turns this on everywhere). */
   echo?: boolean;
+  /**
+   * Root of a production build (scripts/build-services.mjs output under `dist/`, production
+   * node_modules beside it): runs `node dist/services/<name>/main.js` there, without tsx.
+   */
+  built?: string;
 }
 
 export class ServiceProcess {
@@ -67,7 +72,7 @@ export class ServiceProcess {
     readonly service: ServiceName,
     readonly env: Record<string, string>,
     port: number,
-    private readonly opts: Pick<ServiceOptions, 'healthTimeoutMs' | 'echo'> & { label: string },
+    private readonly opts: Pick<ServiceOptions, 'healthTimeoutMs' | 'echo' | 'built'> & { label: string },
   ) {
     this.label = opts.label;
     this.port = port;
@@ -87,11 +92,14 @@ export class ServiceProcess {
 
   async start(): Promise<void> {
     if (this.running) throw new Error(`${this.label} is already running`);
-    const entry = path.join('services', this.service, 'src', 'main.ts');
     // VLT_SERVICE_NODE_ARGS passes flags such as --cpu-prof to every service (profiling a bench).
     const extra = (process.env.VLT_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
-    const child = spawn(process.execPath, [...extra, '--import', 'tsx', entry], {
-      cwd: repoRoot,
+    const built = this.opts.built;
+    const args = built
+      ? [...extra, path.join('dist', 'services', this.service, 'main.js')]
+      : [...extra, '--import', 'tsx', path.join('services', this.service, 'src', 'main.ts')];
+    const child = spawn(process.execPath, args, {
+      cwd: built ?? repoRoot,
       env: { ...baseEnv(), ...this.env, PORT: String(this.port) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -194,6 +202,7 @@ export class ProcessGroup {
       label: opts.label ?? service,
       healthTimeoutMs: opts.healthTimeoutMs,
       echo: opts.echo,
+      built: opts.built,
     });
     this.processes.push(proc);
     await proc.start();
