@@ -145,7 +145,12 @@ describe.skipIf(unavailable)(`traces across the split shape ${realServices.missi
       trace = root ? receiver.spans.filter((s) => s.traceId === root!.traceId) : [];
       const audited = trace.some((s) => s.service === 'vlt-audit' && s.kind === KIND.consumer);
       const dbWrite = trace.some((s) => s.service === 'vlt-audit' && /prisma|INSERT/i.test(s.name));
-      if (audited && dbWrite && trace.some((s) => s.service === 'vlt-notifier')) break;
+      // Each process exports on its own schedule: wait for the last span of each kind asserted below.
+      const completedPublished = trace.some(
+        (s) =>
+          s.service === 'vlt-data-plane' && s.kind === KIND.producer && /execution_completed$/.test(s.name),
+      );
+      if (audited && dbWrite && completedPublished && trace.some((s) => s.service === 'vlt-notifier')) break;
       await sleep(200);
     }
     expect(root, 'the data plane names its route span by route').toBeDefined();
