@@ -64,8 +64,10 @@ export default tseslint.config(
           patterns: [
             ...PACKAGE_BOUNDARIES,
             {
-              group: ['@vlt/*', '!@vlt/sdk'],
-              message: 'Clients use only the public HTTP API (through @vlt/sdk), never server packages.',
+              // @vlt/contracts is the wire format (zod schemas of requests and responses), no server code.
+              group: ['@vlt/*', '!@vlt/sdk', '!@vlt/contracts'],
+              message:
+                'Clients use only the public HTTP API (through @vlt/sdk and @vlt/contracts), never server packages.',
             },
           ],
         },

@@ -1,0 +1,363 @@
+/**
+ * The agent's side of the vault: enrolment with a bootstrap secret, then calls authenticated
+ * by short-lived access tokens obtained with a signed client assertion (private-key JWT).
+ */
+import { randomUUID } from 'node:crypto';
+import { SignJWT, type CryptoKey, type JWK } from 'jose';
+import {
+  ApprovalListResponse,
+  ApprovalRequiredResponse,
+  ApprovalResponse,
+  AgentTokenResponse,
+  BootstrapResponse,
+  CapabilitiesMeResponse,
+  ConnectionListResponse,
+  ConnectionSummary,
+  CreateConnectionResponse,
+  ExecuteModelAResponse,
+  ExecuteModelBResponse,
+  PermissionRequestCreated,
+  PermissionRequestList,
+  ResolveCredentialResponse,
+  type ApprovalView,
+  type ExecuteModelB,
+  type PermissionRequestBody,
+  type ResolveCredentialBody,
+} from './contracts.js';
+import { VaultApprovalError, VaultAuthError, VaultUsageError } from './errors.js';
+import { importAgentKey } from './keys.js';
+import {
+  failure,
+  normaliseBaseUrl,
+  parseBody,
+  send,
+  type FetchLike,
+  type Schema,
+  type SendOptions,
+} from './transport.js';
+
+type Out<S extends { parse(v: unknown): unknown }> = ReturnType<S['parse']>;
+
+export type BootstrapResult = Out<typeof BootstrapResponse>;
+export type ModelAResult = Out<typeof ExecuteModelAResponse>;
+export type Capabilities = Out<typeof CapabilitiesMeResponse>;
+export type ConnectionListItem = Out<typeof ConnectionListResponse>['connections'][number];
+export type ResolvedCredential = Out<typeof ResolveCredentialResponse>;
+export type PermissionRequestResult = Out<typeof PermissionRequestCreated>;
+export type PermissionRequestView = Out<typeof PermissionRequestList>['requests'][number];
+export type { ApprovalView };
+
+/** The revoke route's answer: the connection without its service name, and the audit id. */
+const RevokeConnectionResponse = CreateConnectionResponse.extend({
+  connection: ConnectionSummary.omit({ service: true }),
+});
+export type RevokedConnection = Out<typeof RevokeConnectionResponse>;
+
+/** A Model B request: everything of the wire body but `model`. */
+export type ExecuteRequest = Omit<ExecuteModelB, 'model'>;
+export type ResolveCredentialRequest = Out<typeof ResolveCredentialBody>;
+export type PermissionRequest = Out<typeof PermissionRequestBody>;
+
+export type ExecuteResult =
+  | {
+      kind: 'result';
+      /** The provider's status (a provider 404 is a result, not an error). */
+      status: number;
+      headers: Record<string, string>;
+      body: unknown;
+      auditId: string;
+    }
+  | { kind: 'approval_required'; approvalRequestId: string; expiresAt: string; auditId: string };
+
+export type ExecuteStreamResult =
+  | ExecuteResult
+  | {
+      kind: 'stream';
+      status: number;
+      headers: Record<string, string>;
+      /** The provider's body as the vault relays it (filtered by the policy's response rules). */
+      body: ReadableStream<Uint8Array>;
+    };
+
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
+export interface WaitOptions {
+  pollMs?: number;
+  /** Give up (VaultApprovalError, code APPROVAL_WAIT_TIMEOUT) after this long; default: wait on. */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface BootstrapOptions {
+  baseUrl: string;
+  bootstrapSecret: string;
+  publicJwk: JWK;
+  fetch?: FetchLike;
+}
+
+/** Enrols the agent's public key with a one-time bootstrap secret from an admin. */
+export async function bootstrapAgent(o: BootstrapOptions): Promise<BootstrapResult> {
+  // Refused before sending: a mistyped credential (a PAT, an access token) must not travel.
+  if (typeof o.bootstrapSecret !== 'string' || !o.bootstrapSecret.startsWith('vltb_')) {
+    throw new VaultUsageError('bootstrapSecret must be a bootstrap secret (it starts with vltb_)', {
+      status: 0,
+      code: 'INVALID_ARGUMENT',
+    });
+  }
+  const where = 'POST /v1/agents/bootstrap';
+  const baseUrl = normaliseBaseUrl(o.baseUrl);
+  const res = await send(o.fetch ?? globalThis.fetch, baseUrl, {
+    method: 'POST',
+    path: '/v1/agents/bootstrap',
+    json: { bootstrapSecret: o.bootstrapSecret, publicKey: o.publicJwk },
+  });
+  if (res.status !== 200) throw await failure(res, where, [o.bootstrapSecret]);
+  return parseBody(res, BootstrapResponse, where);
+}
+
+export interface AgentClientOptions {
+  baseUrl: string;
+  agentId: string;
+  /** The key enrolled at bootstrap, as a CryptoKey or its PKCS8 PEM. */
+  privateKey: CryptoKey | string;
+  /** The token audience when the vault sets AGENT_TOKEN_AUDIENCE; default: baseUrl. */
+  audience?: string;
+  fetch?: FetchLike;
+}
+
+/** Tokens are renewed this long before they expire, so none runs out in flight. */
+const REFRESH_MARGIN_MS = 30_000;
+const ASSERTION_LIFETIME_S = 60;
+
+export type AgentClient = ReturnType<typeof createAgentClient>;
+
+export function createAgentClient(o: AgentClientOptions) {
+  const baseUrl = normaliseBaseUrl(o.baseUrl);
+  const audience = o.audience ?? baseUrl;
+  const fetchFn = o.fetch ?? globalThis.fetch;
+  const pem = typeof o.privateKey === 'string' ? o.privateKey : undefined;
+  let key: Promise<CryptoKey> | undefined;
+  let cached: { token: string; refreshAt: number } | undefined;
+  let inflight: Promise<string> | undefined;
+
+  const secrets = () => [cached?.token, pem];
+
+  function signingKey(): Promise<CryptoKey> {
+    key ??= typeof o.privateKey === 'string' ? importAgentKey(o.privateKey) : Promise.resolve(o.privateKey);
+    return key;
+  }
+
+  function goneError(serverMessage: string, status: number): VaultAuthError {
+    return new VaultAuthError(
+      `the vault no longer accepts agent ${o.agentId} (${serverMessage}); it may have been disabled, ` +
+        're-keyed or deleted: it needs a new bootstrap secret from a workspace admin',
+      { status, code: 'UNAUTHORIZED' },
+    );
+  }
+
+  async function fetchToken(): Promise<string> {
+    const iat = Math.floor(Date.now() / 1000);
+    const assertion = await new SignJWT({})
+      .setProtectedHeader({ alg: 'ES256', typ: 'JWT' })
+      .setIssuer(o.agentId)
+      .setSubject(o.agentId)
+      .setAudience(audience)
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + ASSERTION_LIFETIME_S)
+      .setJti(randomUUID())
+      .sign(await signingKey());
+    const where = 'POST /v1/agents/token';
+    const res = await send(fetchFn, baseUrl, {
+      method: 'POST',
+      path: '/v1/agents/token',
+      json: {
+        grant_type: 'client_assertion',
+        client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+        client_assertion: assertion,
+      },
+    });
+    if (res.status !== 200) {
+      const err = await failure(res, where, [...secrets(), assertion]);
+      throw err instanceof VaultAuthError ? goneError(err.message, err.status) : err;
+    }
+    const body = await parseBody(res, AgentTokenResponse, where);
+    cached = { token: body.access_token, refreshAt: Date.now() + body.expires_in * 1000 - REFRESH_MARGIN_MS };
+    return body.access_token;
+  }
+
+  /** The cached token, or one shared request for a new one. */
+  function token(): Promise<string> {
+    if (cached && Date.now() < cached.refreshAt) return Promise.resolve(cached.token);
+    inflight ??= fetchToken().finally(() => {
+      inflight = undefined;
+    });
+    return inflight;
+  }
+
+  /**
+   * Sends with the current token; on a 401 gets a fresh token once and sends once more. A
+   * second 401 means the agent itself is refused, which no new token fixes.
+   */
+  async function call(r: SendOptions): Promise<Response> {
+    const first = await token();
+    const res = await send(fetchFn, baseUrl, {
+      ...r,
+      headers: { ...r.headers, authorization: `Bearer ${first}` },
+    });
+    if (res.status !== 401) return res;
+    await res.body?.cancel().catch(() => undefined);
+    // Another caller may already have replaced the refused token: drop it only if it is ours.
+    if (cached?.token === first) cached = undefined;
+    const fresh = await token();
+    const again = await send(fetchFn, baseUrl, {
+      ...r,
+      headers: { ...r.headers, authorization: `Bearer ${fresh}` },
+    });
+    if (again.status !== 401) return again;
+    const err = await failure(again, `${r.method} ${r.path}`, [...secrets(), first, fresh]);
+    if (cached?.token === fresh) cached = undefined;
+    throw goneError(err.message, 401);
+  }
+
+  async function json<T>(r: SendOptions, ok: number, schema: Schema<T>): Promise<T> {
+    const where = `${r.method} ${r.path}`;
+    const res = await call(r);
+    if (res.status !== ok) throw await failure(res, where, secrets());
+    return parseBody(res, schema, where);
+  }
+
+  function execute(
+    req: ExecuteRequest & { stream?: false; download?: false },
+    opts?: CallOptions,
+  ): Promise<ExecuteResult>;
+  function execute(req: ExecuteRequest, opts?: CallOptions): Promise<ExecuteStreamResult>;
+  async function execute(req: ExecuteRequest, opts: CallOptions = {}): Promise<ExecuteStreamResult> {
+    const path = '/v1/vault/execute';
+    const where = `POST ${path}`;
+    const res = await call({ method: 'POST', path, json: { ...req, model: 'B' }, signal: opts.signal });
+    if (res.status === 202) {
+      const a = await parseBody(res, ApprovalRequiredResponse, where);
+      return {
+        kind: 'approval_required',
+        approvalRequestId: a.approvalRequestId,
+        expiresAt: a.expiresAt,
+        auditId: a.auditId,
+      };
+    }
+    if (res.status < 200 || res.status >= 300) throw await failure(res, where, secrets());
+    // A relayed stream carries this header; a provider's non-2xx answer to a streamed call
+    // comes back buffered, in the usual envelope.
+    if ((req.stream || req.download) && res.headers.get('x-accel-buffering') === 'no' && res.body) {
+      return { kind: 'stream', status: res.status, headers: headersOf(res), body: res.body };
+    }
+    const b = await parseBody(res, ExecuteModelBResponse, where);
+    return { kind: 'result', status: b.status, headers: b.headers, body: b.body, auditId: b.auditId };
+  }
+
+  async function getApproval(id: string, opts: CallOptions = {}): Promise<ApprovalView> {
+    const path = `/v1/approvals/${encodeURIComponent(id)}`;
+    return (await json({ method: 'GET', path, signal: opts.signal }, 200, ApprovalResponse)).approval;
+  }
+
+  async function waitForApproval(id: string, w: WaitOptions = {}): Promise<ApprovalView> {
+    const pollMs = w.pollMs ?? 2000;
+    const deadline = w.timeoutMs === undefined ? Infinity : Date.now() + w.timeoutMs;
+    for (;;) {
+      w.signal?.throwIfAborted();
+      const approval = await getApproval(id, { signal: w.signal });
+      if (approval.status !== 'pending') return approval;
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new VaultApprovalError(`approval ${approval.id} is still pending`, {
+          status: 0,
+          code: 'APPROVAL_WAIT_TIMEOUT',
+        });
+      }
+      await sleep(Math.min(pollMs, left), w.signal);
+    }
+  }
+
+  return {
+    baseUrl,
+    agentId: o.agentId,
+    execute,
+    /** Model A: a short-lived provider access token for the agent to use itself. */
+    vend: (target: { connectionId?: string; service?: string }, opts: CallOptions = {}) =>
+      json(
+        { method: 'POST', path: '/v1/vault/execute', json: { ...target, model: 'A' }, signal: opts.signal },
+        200,
+        ExecuteModelAResponse,
+      ),
+    getApproval,
+    waitForApproval,
+    /** The agent's own approval requests. */
+    listApprovals: async (opts: CallOptions = {}) =>
+      (await json({ method: 'GET', path: '/v1/approvals', signal: opts.signal }, 200, ApprovalListResponse))
+        .approvals,
+    capabilities: (opts: CallOptions = {}) =>
+      json({ method: 'GET', path: '/v1/capabilities/me', signal: opts.signal }, 200, CapabilitiesMeResponse),
+    /** Agents may list and revoke connections (the routes admit the vault:execute scope). */
+    listConnections: async (opts: CallOptions = {}) =>
+      (
+        await json(
+          { method: 'GET', path: '/v1/connections', signal: opts.signal },
+          200,
+          ConnectionListResponse,
+        )
+      ).connections,
+    revokeConnection: (id: string, opts: CallOptions = {}) =>
+      json(
+        { method: 'POST', path: `/v1/connections/${encodeURIComponent(id)}/revoke`, signal: opts.signal },
+        200,
+        RevokeConnectionResponse,
+      ),
+    requestPermission: (body: PermissionRequest, opts: CallOptions = {}) =>
+      json(
+        { method: 'POST', path: '/v1/agent-permission-requests', json: body, signal: opts.signal },
+        201,
+        PermissionRequestCreated,
+      ),
+    listPermissionRequests: async (opts: CallOptions = {}) =>
+      (
+        await json(
+          { method: 'GET', path: '/v1/agent-permission-requests', signal: opts.signal },
+          200,
+          PermissionRequestList,
+        )
+      ).requests,
+    resolveCredential: (body: ResolveCredentialRequest, opts: CallOptions = {}) =>
+      json(
+        { method: 'POST', path: '/v1/credentials/resolve', json: body, signal: opts.signal },
+        200,
+        ResolveCredentialResponse,
+      ),
+    /** Where to point a provider's official SDK so its calls go through the vault. */
+    llmBaseUrl: (provider: string) => `${baseUrl}/v1/vault/llm/${encodeURIComponent(provider)}`,
+    /** A valid access token, for callers that speak to the vault by other means (the LLM proxy). */
+    accessToken: () => token(),
+  };
+}
+
+function headersOf(res: Response): Record<string, string> {
+  const out: Record<string, string> = {};
+  res.headers.forEach((v, k) => {
+    out[k] = v;
+  });
+  return out;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
