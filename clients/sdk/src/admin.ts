@@ -2,26 +2,10 @@
  * The workspace user's side, for scripts: decide approvals and manage agents with a personal
  * access token (or an API JWT).
  */
-import {
-  AgentResponse,
-  ApprovalListResponse,
-  ApprovalResponse,
-  ApproveResponse,
-  CreateAgentResponse,
-  DenyResponse,
-  DisableAgentResponse,
-  EnableAgentResponse,
-  type ApprovalView,
-} from './contracts.js';
-import {
-  failure,
-  normaliseBaseUrl,
-  parseBody,
-  send,
-  type FetchLike,
-  type Schema,
-  type SendOptions,
-} from './transport.js';
+import type { AgentResponse, CreateAgentResponse } from './contracts.js';
+import { type ApprovalView } from './contracts.js';
+import { endpoints, pathOf, type Endpoint } from './endpoints.js';
+import { failure, normaliseBaseUrl, parseBody, send, type FetchLike } from './transport.js';
 
 type Out<S extends { parse(v: unknown): unknown }> = ReturnType<S['parse']>;
 export type CreatedAgent = Out<typeof CreateAgentResponse>;
@@ -45,34 +29,28 @@ export function createAdminClient(o: AdminClientOptions) {
     ? { 'x-api-key': o.token }
     : { authorization: `Bearer ${o.token}` };
 
-  async function json<T>(r: SendOptions, ok: number, schema: Schema<T>): Promise<T> {
-    const where = `${r.method} ${r.path}`;
-    const res = await send(fetchFn, baseUrl, { ...r, headers: { ...r.headers, ...auth } });
-    if (res.status !== ok) throw await failure(res, where, [o.token]);
-    return parseBody(res, schema, where);
+  async function json<T>(e: Endpoint<T>, params: Record<string, string> = {}, body?: unknown): Promise<T> {
+    const path = pathOf(e, params);
+    const where = `${e.method} ${path}`;
+    const res = await send(fetchFn, baseUrl, { method: e.method, path, json: body, headers: auth });
+    if (res.status !== e.ok) throw await failure(res, where, [o.token]);
+    return parseBody(res, e.response, where);
   }
-  const id = (v: string) => encodeURIComponent(v);
 
   return {
     baseUrl,
-    approve: (approvalId: string) =>
-      json({ method: 'POST', path: `/v1/approvals/${id(approvalId)}/approve` }, 200, ApproveResponse),
-    deny: (approvalId: string) =>
-      json({ method: 'POST', path: `/v1/approvals/${id(approvalId)}/deny` }, 200, DenyResponse),
-    listApprovals: async (): Promise<ApprovalView[]> =>
-      (await json({ method: 'GET', path: '/v1/approvals' }, 200, ApprovalListResponse)).approvals,
+    approve: (approvalId: string) => json(endpoints.approve, { id: approvalId }),
+    deny: (approvalId: string) => json(endpoints.deny, { id: approvalId }),
+    listApprovals: async (): Promise<ApprovalView[]> => (await json(endpoints.listApprovals)).approvals,
     getApproval: async (approvalId: string): Promise<ApprovalView> =>
-      (await json({ method: 'GET', path: `/v1/approvals/${id(approvalId)}` }, 200, ApprovalResponse))
-        .approval,
+      (await json(endpoints.getApproval, { id: approvalId })).approval,
     /** A new agent and its one-time bootstrap secret (hand it to the agent, nowhere else). */
     createAgent: (body: { name: string; description?: string; iconUrl?: string }) =>
-      json({ method: 'POST', path: '/v1/agents', json: body }, 201, CreateAgentResponse),
+      json(endpoints.createAgent, {}, body),
     getAgent: async (agentId: string): Promise<AgentView> =>
-      (await json({ method: 'GET', path: `/v1/agents/${id(agentId)}` }, 200, AgentResponse)).agent,
+      (await json(endpoints.getAgent, { id: agentId })).agent,
     /** Revokes the agent's tokens; it needs a new bootstrap secret to come back. */
-    disableAgent: (agentId: string) =>
-      json({ method: 'POST', path: `/v1/agents/${id(agentId)}/disable` }, 200, DisableAgentResponse),
-    enableAgent: (agentId: string) =>
-      json({ method: 'POST', path: `/v1/agents/${id(agentId)}/enable` }, 200, EnableAgentResponse),
+    disableAgent: (agentId: string) => json(endpoints.disableAgent, { id: agentId }),
+    enableAgent: (agentId: string) => json(endpoints.enableAgent, { id: agentId }),
   };
 }

@@ -4,37 +4,23 @@
  */
 import { randomUUID } from 'node:crypto';
 import { SignJWT, type CryptoKey, type JWK } from 'jose';
-import {
-  ApprovalListResponse,
-  ApprovalRequiredResponse,
-  ApprovalResponse,
-  AgentTokenResponse,
+import type {
+  ApprovalView,
   BootstrapResponse,
   CapabilitiesMeResponse,
   ConnectionListResponse,
-  ConnectionSummary,
-  CreateConnectionResponse,
   ExecuteModelAResponse,
-  ExecuteModelBResponse,
+  ExecuteModelB,
+  PermissionRequestBody,
   PermissionRequestCreated,
   PermissionRequestList,
+  ResolveCredentialBody,
   ResolveCredentialResponse,
-  type ApprovalView,
-  type ExecuteModelB,
-  type PermissionRequestBody,
-  type ResolveCredentialBody,
 } from './contracts.js';
+import { endpoints, pathOf, type Endpoint, type RevokeConnectionResponse } from './endpoints.js';
 import { VaultApprovalError, VaultAuthError, VaultUsageError } from './errors.js';
 import { importAgentKey } from './keys.js';
-import {
-  failure,
-  normaliseBaseUrl,
-  parseBody,
-  send,
-  type FetchLike,
-  type Schema,
-  type SendOptions,
-} from './transport.js';
+import { failure, normaliseBaseUrl, parseBody, send, type FetchLike, type SendOptions } from './transport.js';
 
 type Out<S extends { parse(v: unknown): unknown }> = ReturnType<S['parse']>;
 
@@ -47,10 +33,6 @@ export type PermissionRequestResult = Out<typeof PermissionRequestCreated>;
 export type PermissionRequestView = Out<typeof PermissionRequestList>['requests'][number];
 export type { ApprovalView };
 
-/** The revoke route's answer: the connection without its service name, and the audit id. */
-const RevokeConnectionResponse = CreateConnectionResponse.extend({
-  connection: ConnectionSummary.omit({ service: true }),
-});
 export type RevokedConnection = Out<typeof RevokeConnectionResponse>;
 
 /** A Model B request: everything of the wire body but `model`. */
@@ -83,6 +65,13 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/** What varies between calls of one table endpoint. */
+interface Request {
+  params?: Record<string, string>;
+  json?: unknown;
+  signal?: AbortSignal | undefined;
+}
+
 export interface WaitOptions {
   pollMs?: number;
   /** Give up (VaultApprovalError, code APPROVAL_WAIT_TIMEOUT) after this long; default: wait on. */
@@ -106,15 +95,16 @@ export async function bootstrapAgent(o: BootstrapOptions): Promise<BootstrapResu
       code: 'INVALID_ARGUMENT',
     });
   }
-  const where = 'POST /v1/agents/bootstrap';
+  const e = endpoints.bootstrap;
+  const where = `${e.method} ${e.path}`;
   const baseUrl = normaliseBaseUrl(o.baseUrl);
   const res = await send(o.fetch ?? globalThis.fetch, baseUrl, {
-    method: 'POST',
-    path: '/v1/agents/bootstrap',
+    method: e.method,
+    path: e.path,
     json: { bootstrapSecret: o.bootstrapSecret, publicKey: o.publicJwk },
   });
-  if (res.status !== 200) throw await failure(res, where, [o.bootstrapSecret]);
-  return parseBody(res, BootstrapResponse, where);
+  if (res.status !== e.ok) throw await failure(res, where, [o.bootstrapSecret]);
+  return parseBody(res, e.response, where);
 }
 
 export interface AgentClientOptions {
@@ -168,21 +158,22 @@ export function createAgentClient(o: AgentClientOptions) {
       .setExpirationTime(iat + ASSERTION_LIFETIME_S)
       .setJti(randomUUID())
       .sign(await signingKey());
-    const where = 'POST /v1/agents/token';
+    const e = endpoints.token;
+    const where = `${e.method} ${e.path}`;
     const res = await send(fetchFn, baseUrl, {
-      method: 'POST',
-      path: '/v1/agents/token',
+      method: e.method,
+      path: e.path,
       json: {
         grant_type: 'client_assertion',
         client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
         client_assertion: assertion,
       },
     });
-    if (res.status !== 200) {
+    if (res.status !== e.ok) {
       const err = await failure(res, where, [...secrets(), assertion]);
       throw err instanceof VaultAuthError ? goneError(err.message, err.status) : err;
     }
-    const body = await parseBody(res, AgentTokenResponse, where);
+    const body = await parseBody(res, e.response, where);
     cached = { token: body.access_token, refreshAt: Date.now() + body.expires_in * 1000 - REFRESH_MARGIN_MS };
     return body.access_token;
   }
@@ -221,11 +212,13 @@ export function createAgentClient(o: AgentClientOptions) {
     throw goneError(err.message, 401);
   }
 
-  async function json<T>(r: SendOptions, ok: number, schema: Schema<T>): Promise<T> {
-    const where = `${r.method} ${r.path}`;
-    const res = await call(r);
-    if (res.status !== ok) throw await failure(res, where, secrets());
-    return parseBody(res, schema, where);
+  /** One call of a table endpoint whose only success is `e.ok`. */
+  async function json<T>(e: Endpoint<T>, r: Request = {}): Promise<T> {
+    const path = pathOf(e, r.params);
+    const where = `${e.method} ${path}`;
+    const res = await call({ method: e.method, path, json: r.json, signal: r.signal });
+    if (res.status !== e.ok) throw await failure(res, where, secrets());
+    return parseBody(res, e.response, where);
   }
 
   function execute(
@@ -234,11 +227,16 @@ export function createAgentClient(o: AgentClientOptions) {
   ): Promise<ExecuteResult>;
   function execute(req: ExecuteRequest, opts?: CallOptions): Promise<ExecuteStreamResult>;
   async function execute(req: ExecuteRequest, opts: CallOptions = {}): Promise<ExecuteStreamResult> {
-    const path = '/v1/vault/execute';
-    const where = `POST ${path}`;
-    const res = await call({ method: 'POST', path, json: { ...req, model: 'B' }, signal: opts.signal });
-    if (res.status === 202) {
-      const a = await parseBody(res, ApprovalRequiredResponse, where);
+    const e = endpoints.executeModelB;
+    const where = `${e.method} ${e.path}`;
+    const res = await call({
+      method: e.method,
+      path: e.path,
+      json: { ...req, model: 'B' },
+      signal: opts.signal,
+    });
+    if (res.status === endpoints.executeApprovalRequired.ok) {
+      const a = await parseBody(res, endpoints.executeApprovalRequired.response, where);
       return {
         kind: 'approval_required',
         approvalRequestId: a.approvalRequestId,
@@ -252,13 +250,12 @@ export function createAgentClient(o: AgentClientOptions) {
     if ((req.stream || req.download) && res.headers.get('x-accel-buffering') === 'no' && res.body) {
       return { kind: 'stream', status: res.status, headers: headersOf(res), body: res.body };
     }
-    const b = await parseBody(res, ExecuteModelBResponse, where);
+    const b = await parseBody(res, e.response, where);
     return { kind: 'result', status: b.status, headers: b.headers, body: b.body, auditId: b.auditId };
   }
 
   async function getApproval(id: string, opts: CallOptions = {}): Promise<ApprovalView> {
-    const path = `/v1/approvals/${encodeURIComponent(id)}`;
-    return (await json({ method: 'GET', path, signal: opts.signal }, 200, ApprovalResponse)).approval;
+    return (await json(endpoints.getApproval, { params: { id }, signal: opts.signal })).approval;
   }
 
   async function waitForApproval(id: string, w: WaitOptions = {}): Promise<ApprovalView> {
@@ -285,54 +282,24 @@ export function createAgentClient(o: AgentClientOptions) {
     execute,
     /** Model A: a short-lived provider access token for the agent to use itself. */
     vend: (target: { connectionId?: string; service?: string }, opts: CallOptions = {}) =>
-      json(
-        { method: 'POST', path: '/v1/vault/execute', json: { ...target, model: 'A' }, signal: opts.signal },
-        200,
-        ExecuteModelAResponse,
-      ),
+      json(endpoints.executeModelA, { json: { ...target, model: 'A' }, signal: opts.signal }),
     getApproval,
     waitForApproval,
     /** The agent's own approval requests. */
     listApprovals: async (opts: CallOptions = {}) =>
-      (await json({ method: 'GET', path: '/v1/approvals', signal: opts.signal }, 200, ApprovalListResponse))
-        .approvals,
-    capabilities: (opts: CallOptions = {}) =>
-      json({ method: 'GET', path: '/v1/capabilities/me', signal: opts.signal }, 200, CapabilitiesMeResponse),
+      (await json(endpoints.listApprovals, { signal: opts.signal })).approvals,
+    capabilities: (opts: CallOptions = {}) => json(endpoints.capabilities, { signal: opts.signal }),
     /** Agents may list and revoke connections (the routes admit the vault:execute scope). */
     listConnections: async (opts: CallOptions = {}) =>
-      (
-        await json(
-          { method: 'GET', path: '/v1/connections', signal: opts.signal },
-          200,
-          ConnectionListResponse,
-        )
-      ).connections,
+      (await json(endpoints.listConnections, { signal: opts.signal })).connections,
     revokeConnection: (id: string, opts: CallOptions = {}) =>
-      json(
-        { method: 'POST', path: `/v1/connections/${encodeURIComponent(id)}/revoke`, signal: opts.signal },
-        200,
-        RevokeConnectionResponse,
-      ),
+      json(endpoints.revokeConnection, { params: { id }, signal: opts.signal }),
     requestPermission: (body: PermissionRequest, opts: CallOptions = {}) =>
-      json(
-        { method: 'POST', path: '/v1/agent-permission-requests', json: body, signal: opts.signal },
-        201,
-        PermissionRequestCreated,
-      ),
+      json(endpoints.requestPermission, { json: body, signal: opts.signal }),
     listPermissionRequests: async (opts: CallOptions = {}) =>
-      (
-        await json(
-          { method: 'GET', path: '/v1/agent-permission-requests', signal: opts.signal },
-          200,
-          PermissionRequestList,
-        )
-      ).requests,
+      (await json(endpoints.listPermissionRequests, { signal: opts.signal })).requests,
     resolveCredential: (body: ResolveCredentialRequest, opts: CallOptions = {}) =>
-      json(
-        { method: 'POST', path: '/v1/credentials/resolve', json: body, signal: opts.signal },
-        200,
-        ResolveCredentialResponse,
-      ),
+      json(endpoints.resolveCredential, { json: body, signal: opts.signal }),
     /** Where to point a provider's official SDK so its calls go through the vault. */
     llmBaseUrl: (provider: string) => `${baseUrl}/v1/vault/llm/${encodeURIComponent(provider)}`,
     /** A valid access token, for callers that speak to the vault by other means (the LLM proxy). */

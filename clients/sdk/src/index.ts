@@ -44,3 +44,4 @@ export {
   type VaultErrorInit,
 } from './errors.js';
 export type { FetchLike } from './transport.js';
+export { endpoints, pathOf, type Endpoint } from './endpoints.js';
