@@ -488,6 +488,30 @@ describe('stream wrappers', () => {
     expect(new Set(outAtTurn).size).toBeGreaterThanOrEqual(4);
   });
 
+  it('regression: one chunk out per chunk in, however many lines are rewritten (hostile-input bench)', async () => {
+    // Each rewritten line used to be relayed as its own small buffer: a 10 MiB NDJSON stream
+    // queued ~130k of them, and young-generation GCs over them took up to 240 ms.
+    const lines = Array.from({ length: 1000 }, (_, i) => `{"i":${i},"m":"a${i}@b.io","secret":1}\n`).join('');
+    const expected = filterResponseBody(lines, 'application/x-ndjson', rt, ROUTE);
+    const node = createResponseFilterNodeStream('application/x-ndjson', rt, ROUTE)!;
+    const nodeParts: Buffer[] = [];
+    for await (const p of Readable.from([enc.encode(lines)]).pipe(node)) nodeParts.push(p as Buffer);
+    expect(nodeParts).toHaveLength(1);
+    expect(Buffer.concat(nodeParts).toString('utf8')).toBe(expected);
+
+    const web = createResponseFilterStream('application/x-ndjson', rt, ROUTE)!;
+    const source = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(enc.encode(lines));
+        controller.close();
+      },
+    });
+    const webParts: Uint8Array[] = [];
+    for await (const p of source.pipeThrough(web)) webParts.push(p);
+    expect(webParts).toHaveLength(1);
+    expect(dec.decode(webParts[0])).toBe(expected);
+  });
+
   it('a Node Transform produces the buffered result and reports limit errors', async () => {
     const input = '{"m":"a@b.io"}\n{"secret":1,"k":"sk-ABCDEFGH"}\n';
     const t = createResponseFilterNodeStream('application/x-ndjson', rt, ROUTE)!;

@@ -611,9 +611,19 @@ export function createFilterCore(
 
 /** Runs a core over a whole body: the buffered counterpart of streaming it. */
 export function runFilterCore(core: ResponseFilterCore, body: Uint8Array): Uint8Array {
-  const parts = [...core.push(body), ...core.end()];
-  if (parts.length === 1) return parts[0]!;
-  const total = parts.reduce((n, p) => n + p.length, 0);
+  return join([...core.push(body), ...core.end()]) ?? new Uint8Array(0);
+}
+
+/**
+ * One buffer of a push's parts. A filter cuts a chunk into a part per rewritten line or event,
+ * and tens of thousands of small buffers queued in a stream outlive young-generation GCs and
+ * make each one slow (a 10 MiB NDJSON stream of rewritten lines: 130k parts, scavenges of up
+ * to 240 ms). Relaying one buffer per chunk keeps them few.
+ */
+function join(parts: Uint8Array[]): Uint8Array | undefined {
+  if (parts.length <= 1) return parts[0];
+  let total = 0;
+  for (const p of parts) total += p.length;
   const out = new Uint8Array(total);
   let off = 0;
   for (const p of parts) {
@@ -626,10 +636,12 @@ export function runFilterCore(core: ResponseFilterCore, body: Uint8Array): Uint8
 export function toWebTransform(core: ResponseFilterCore): TransformStream<Uint8Array, Uint8Array> {
   return new TransformStream<Uint8Array, Uint8Array>({
     transform(chunk, controller) {
-      for (const part of core.push(chunk)) controller.enqueue(part);
+      const out = join(core.push(chunk));
+      if (out) controller.enqueue(out);
     },
     flush(controller) {
-      for (const part of core.end()) controller.enqueue(part);
+      const out = join(core.end());
+      if (out) controller.enqueue(out);
     },
   });
 }
@@ -652,7 +664,8 @@ export function toNodeTransform(
       try {
         const bytes = typeof chunk === 'string' ? new TextEncoder().encode(chunk) : chunk;
         beforeChunk?.(bytes);
-        for (const part of core.push(bytes)) this.push(part);
+        const out = join(core.push(bytes));
+        if (out) this.push(out);
         sinceYield += bytes.length;
         if (sinceYield < YIELD_EVERY_BYTES) return callback();
         // Taking the next chunk waits for the next turn, when other work has had its go.
@@ -671,7 +684,8 @@ export function toNodeTransform(
     },
     flush(callback) {
       try {
-        for (const part of core.end()) this.push(part);
+        const out = join(core.end());
+        if (out) this.push(out);
         callback();
       } catch (err) {
         callback(err as Error);
