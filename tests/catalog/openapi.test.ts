@@ -26,6 +26,7 @@ const DOCUMENTED: [string, string, string][] = [
   ['post', '/v1/agent-permission-requests/{id}/deny', '200'],
   ['post', '/v1/credentials/resolve', '200'],
   ['post', '/v1/vault/execute', '200'],
+  ['post', '/v1/vault/permission-requests', '201'],
 ];
 
 describe('OpenAPI document', () => {

@@ -355,6 +355,7 @@ export interface ExecuteRequest {
   query?: Record<string, string>;
   headers?: Record<string, string>;
   body?: unknown;
+  approvalId?: string;
 }
 
 export interface ExecuteResponse {

@@ -20,7 +20,7 @@ import { prepareRequestBody } from './request-body.js';
 import { headerValue, sanitizeRequestHeaders } from './request-headers.js';
 import { evaluateRequestRules } from './request-rules.js';
 import { blockedAddressReason } from './ssrf.js';
-import { decideAccess } from './step-up.js';
+import { decideAccess, type AccessDecision } from './step-up.js';
 import type { CanonicalTarget } from './url-canonicalizer.js';
 import { canonicalizeTarget } from './url-canonicalizer.js';
 
@@ -49,6 +49,11 @@ export interface ExecutionContext {
   /** Present when the request carries an approval id. */
   approval?: { status: ApprovalStatus; fingerprintMatches: boolean; id?: string };
   model: AllowedModel;
+  /**
+   * The agent asks a human before acting (its `request_permission` tool): a request the policy
+   * would allow outright is filed for approval all the same. Denials still deny.
+   */
+  permissionRequest?: boolean;
 }
 
 export type PipelineStep =
@@ -248,13 +253,17 @@ export function evaluateExecution(
     body: body.inspected,
   });
   if (rule) audit.rule = { index: rule.index, label: rule.label, action: rule.action };
-  const access = decideAccess({
+  const policyAccess = decideAccess({
     method: httpMethod,
     ruleAction: rule ? rule.action : null,
     defaultMode: c.defaultMode,
     stepUpApproval: c.stepUpApproval,
     requestFullFields: req.requestFullFields === true,
   });
+  const access: AccessDecision =
+    ctx.permissionRequest && policyAccess.kind === 'allow'
+      ? { kind: 'approval', code: 'agent_request', reason: 'the agent asked for a decision before acting' }
+      : policyAccess;
   audit.stepUp = access.code;
   if (access.kind === 'deny') return deny('request_rules', access.code, access.reason);
 

@@ -26,7 +26,8 @@ export type AccessDecision =
   | { kind: 'deny'; code: 'rule_denied' | 'read_only' | 'write_not_allowed'; reason: string }
   | {
       kind: 'approval';
-      code: 'rule_requires_approval' | 'full_fields' | 'step_up_always' | 'step_up_risk_based';
+      code:
+        'rule_requires_approval' | 'full_fields' | 'step_up_always' | 'step_up_risk_based' | 'agent_request';
       reason: string;
     }
   | { kind: 'allow'; code: 'read' | 'rule_allowed_write' | 'step_up_never'; reason: string };

@@ -41,6 +41,27 @@ export const ApprovalRequiredResponse = z.object({
   auditId: z.string(),
 });
 
+/**
+ * An agent asks a human before acting (the plugin's `request_permission`): the request is
+ * checked like a Model B call and filed for approval instead of sent, even where the policy
+ * would allow it outright. The agent then runs it with `approvalId` once approved.
+ */
+export const PermissionToActBody = z.object({
+  connectionId: z.uuid(),
+  actionDescription: z.string().trim().min(1).max(500),
+  method: HttpMethod,
+  url: z.string().min(1).max(8192),
+  query: z.record(z.string(), z.string()).optional(),
+  headers: z.record(z.string(), z.string()).optional(),
+  body: z.unknown().optional(),
+});
+export type PermissionToActBody = z.infer<typeof PermissionToActBody>;
+export const PermissionToActResponse = z.object({
+  approvalRequestId: z.uuid(),
+  expiresAt: z.string(),
+  auditId: z.string(),
+});
+
 export const ExecuteModelAResponse = z.object({
   model: z.literal('A'),
   accessToken: z.string(),

@@ -56,8 +56,9 @@ export async function fileApproval(
   scope: ApprovalScope,
   req: ExecuteModelB,
   decision: Extract<ExecutionDecision, { outcome: 'require_approval' }>,
-  presentedUrl?: string,
+  shown: { presentedUrl?: string | undefined; actionDescription?: string | undefined } = {},
 ): Promise<ApprovalRequired> {
+  const { presentedUrl, actionDescription } = shown;
   const headers = sanitizeRequestHeaders(req.headers);
   const created = await ask(
     deps,
@@ -69,8 +70,10 @@ export async function fileApproval(
       connectionId: scope.connectionId,
       policyId: scope.policyId,
       fingerprint: decision.fingerprint,
-      reason: decision.reason,
+      // The agent's own words, when it asked first, are what a reviewer reads first.
+      reason: actionDescription ? `the agent asks: ${actionDescription}`.slice(0, 500) : decision.reason,
       requestDetails: {
+        ...(actionDescription && { actionDescription }),
         method: req.method,
         // What would execute: the canonical URL with the query merged (the raw spelling may
         // hide a different target behind dot segments).

@@ -1,7 +1,14 @@
 import { setImmediate as setImmediatePromise } from 'node:timers/promises';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from '@vlt/service-kit';
-import { ApprovalRequiredResponse, ErrorResponse, ExecuteBody, ExecuteResponse } from '@vlt/contracts';
+import {
+  ApprovalRequiredResponse,
+  ErrorResponse,
+  ExecuteBody,
+  ExecuteResponse,
+  PermissionToActBody,
+  PermissionToActResponse,
+} from '@vlt/contracts';
 import type { DataPlaneDeps } from '../../deps.js';
 import { requireAgent } from '../../plugins/agent-auth.js';
 import { agentGoneSignal } from './agent-gone.js';
@@ -55,6 +62,48 @@ export function executeRoutes(deps: DataPlaneDeps) {
             .send(envelopeJson({ ...out, body: out.body }));
         }
         return out;
+      },
+    );
+
+    r.post(
+      '/v1/vault/permission-requests',
+      {
+        schema: {
+          tags: ['execution'],
+          security: [{ bearer: [] }],
+          description:
+            'Files a request for a human decision before the agent acts: checked like a Model B ' +
+            'call (allowlist, SSRF, rules, rate limit), filed for approval even where the policy ' +
+            'would allow it, never sent. Run it later with `approvalId` once approved.',
+          body: PermissionToActBody,
+          response: {
+            201: PermissionToActResponse,
+            400: ErrorResponse,
+            401: ErrorResponse,
+            403: ErrorResponse,
+            404: ErrorResponse,
+            409: ErrorResponse,
+            413: ErrorResponse,
+            429: ErrorResponse,
+            503: ErrorResponse,
+          },
+        },
+      },
+      async (req, reply) => {
+        const agent = requireAgent(req);
+        const { actionDescription, ...call } = req.body;
+        const out = await executeModelB(
+          deps,
+          agent,
+          { ...call, model: 'B' },
+          { permissionRequest: { actionDescription } },
+        );
+        if (!('approvalRequired' in out)) throw new Error('a permission request returned an execution');
+        return reply.status(201).send({
+          approvalRequestId: out.approvalRequestId,
+          expiresAt: out.expiresAt,
+          auditId: out.auditId,
+        });
       },
     );
   };

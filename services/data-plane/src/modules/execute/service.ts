@@ -91,6 +91,11 @@ export interface ExecuteOptions {
   streamStage?: (plan: ResponsePlan | null, contentType: string | undefined) => Transform | null;
   /** Aborted when the agent hangs up: a request it no longer waits for is not sent. */
   agentGone?: AbortSignal;
+  /**
+   * The agent asks a human first (`POST /v1/vault/permission-requests`): the request is decided
+   * as usual, then filed for approval even when the policy would allow it, and never sent.
+   */
+  permissionRequest?: { actionDescription: string };
 }
 
 export async function executeModelB(
@@ -138,6 +143,7 @@ async function runWithRateSlot(call: Call): Promise<Outcome> {
       requestsInLastHour: reservation?.previous ?? 0,
       ...(reservation?.oldestAt && { oldestRequestInWindowAt: reservation.oldestAt }),
       ssrfAllowCidrs: deps.config.ssrfAllowCidrs,
+      permissionRequest: call.options.permissionRequest !== undefined,
       counted,
     });
   } finally {
@@ -171,16 +177,23 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
       { agent, connectionId: connection.id, policyId: found.snapshot.policyId },
       req,
       decision,
-      call.options.presentedUrl,
+      {
+        presentedUrl: call.options.presentedUrl,
+        actionDescription: call.options.permissionRequest?.actionDescription,
+      },
     );
     // Filing an approval counts like a call that ran: the limit bounds reviewers' queues too.
     ctx.counted.value = true;
     recorder.terminal('execution_denied', {
-      reason: 'step-up approval required',
+      reason: call.options.permissionRequest
+        ? 'permission requested by the agent'
+        : 'step-up approval required',
       approvalRequestId: filed.approvalRequestId,
     });
     return filed;
   }
+  // The engine files every permission request that it does not deny; nothing else may run.
+  if (call.options.permissionRequest) throw new Error('a permission request was not filed for approval');
 
   const target = decision.target;
   recorder.annotate({ path: target.path });
