@@ -108,6 +108,14 @@ describe('stream: true', () => {
     const row = rows.find((x) => x.metadata.stream === true)!;
     expect(row.metadata.responseStatus).toBe(200);
     expect(row.metadata.dataSize).toBeGreaterThan(0);
+    // The head names the call's execution_requested event, which the terminal event points to.
+    const auditId = res.headers['x-vlt-audit-id'];
+    expect(auditId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(row.metadata.requestAuditId).toBe(auditId);
+    const requested = await pollAudit(admin, { agentId, action: 'execution_requested' }, (e) =>
+      e.some((x) => x.auditId === auditId),
+    );
+    expect(requested.find((x) => x.auditId === auditId)!.action).toBe('execution_requested');
   });
 
   it('returns a non-2xx provider answer buffered, in the usual envelope', async () => {

@@ -284,6 +284,9 @@ function pipeToAgent(
   headers['cache-control'] = 'no-cache';
   // Proxies in front of us must not hold back a live event stream.
   headers['x-accel-buffering'] = 'no';
+  // A stream's terminal event is written when it ends; the agent correlates it by the call's
+  // execution_requested event, which every later event of the call names (requestAuditId).
+  headers['x-vlt-audit-id'] = c.recorder.requestAuditId;
   return { streamed: true, status: upstream.status, headers, body: out };
 }
 
