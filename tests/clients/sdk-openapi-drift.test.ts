@@ -170,7 +170,7 @@ describe('SDK and OpenAPI document', () => {
       const responses = d.paths['/v1/agent-permission-requests']!.post!.responses!;
       responses['200'] = responses['201']!;
       delete responses['201'];
-      expect(drift(d, endpoints.requestPermission)).toEqual([
+      expect(drift(d, endpoints.requestCapability)).toEqual([
         'POST /v1/agent-permission-requests documents no JSON answer for 201',
       ]);
     });

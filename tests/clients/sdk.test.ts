@@ -27,6 +27,7 @@ import {
   VaultUsageError,
   bootstrapAgent,
   createAdminClient,
+  exportAgentKeyBase64,
   createAgentClient,
   generateAgentKeys,
   importAgentKey,
@@ -138,6 +139,27 @@ describe('keys and enrolment', () => {
     const imported = await importAgentKey(keys.privateKeyPem);
     expect(imported.type).toBe('private');
     expect(imported.algorithm).toMatchObject({ name: 'ECDSA', namedCurve: 'P-256' });
+    // The agent plugin's format: the private JWK as base64 JSON; imported non-extractable.
+    const b64 = await exportAgentKeyBase64(keys.privateKey);
+    const fromJwk = await importAgentKey(b64);
+    expect(fromJwk.type).toBe('private');
+    expect(fromJwk.extractable).toBe(false);
+  });
+
+  it('refuses a key that is not an ES256 private key, without echoing it', async () => {
+    const publicOnly = Buffer.from(JSON.stringify((await generateAgentKeys()).publicJwk)).toString('base64');
+    for (const bad of [
+      publicOnly,
+      'not-a-key',
+      Buffer.from('{"kty":"oct","k":"c2VjcmV0"}').toString('base64'),
+    ]) {
+      const err = await importAgentKey(bad).then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
+      expect(err).toBeInstanceOf(TypeError);
+      expect(err!.message).not.toContain(bad);
+    }
   });
 
   it('refuses a secret that is not a bootstrap secret without sending anything', async () => {
@@ -206,8 +228,37 @@ describe('Model B through the SDK', () => {
     if (r.kind !== 'stream') return;
     expect(r.status).toBe(200);
     expect(r.headers['content-type']).toContain('application/json');
+    expect(r.auditId).toMatch(/^[0-9a-f-]{36}$/);
     const text = await new Response(r.body).text();
     expect(JSON.parse(text).map((p: { key: string }) => p.key)).toEqual(['VLT', 'OPS']);
+  });
+
+  it('sends extra headers, but never lets them replace the agent credential', async () => {
+    const seen: Headers[] = [];
+    const client = createAgentClient({
+      baseUrl: gw.baseUrl,
+      agentId: reader.agentId,
+      privateKey: reader.keys.privateKeyPem,
+      fetch: async (input, init) => {
+        seen.push(new Headers(init?.headers));
+        return fetch(input, init);
+      },
+    });
+    const r = await client.execute(
+      { connectionId, method: 'GET', url: `${fx.mock.baseUrl}/rest/api/3/myself` },
+      {
+        headers: {
+          'X-Vlt-Session-Key': `agent:${reader.agentId}:main`,
+          Authorization: 'Bearer stolen',
+          'X-API-Key': 'vltp_x',
+        },
+      },
+    );
+    expect(r).toMatchObject({ kind: 'result', status: 200 });
+    const call = seen.at(-1)!;
+    expect(call.get('x-vlt-session-key')).toBe(`agent:${reader.agentId}:main`);
+    expect(call.get('authorization')).toMatch(/^Bearer vltt_[^,]+$/);
+    expect(call.get('x-api-key')).toBeNull();
   });
 
   it('stream: true with a provider error gives the buffered envelope as a result', async () => {
@@ -402,6 +453,22 @@ describe('step-up approval', () => {
     expect(replay).toBeInstanceOf(VaultApprovalError);
     expect(replay.status).toBe(409);
     expect(replay.code).toBe('APPROVAL_CONSUMED');
+    expect(fx.mock.requests.length).toBe(before + 1);
+  });
+
+  it('requestPermissionToAct files a call for a decision without sending it; approved, it runs once', async () => {
+    const before = fx.mock.requests.length;
+    const target = { connectionId, method: 'GET' as const, url: `${fx.mock.baseUrl}/rest/api/3/myself` };
+    const filed = await readerClient.requestPermissionToAct({
+      ...target,
+      actionDescription: 'Who am I on the tracker?',
+    });
+    expect(filed.approvalRequestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(fx.mock.requests.length).toBe(before);
+    expect(await readerClient.getApproval(filed.approvalRequestId)).toMatchObject({ status: 'pending' });
+    await adminSdk.approve(filed.approvalRequestId);
+    const run = await readerClient.execute({ ...target, approvalId: filed.approvalRequestId });
+    expect(run).toMatchObject({ kind: 'result', status: 200 });
     expect(fx.mock.requests.length).toBe(before + 1);
   });
 

@@ -14,6 +14,8 @@ import type {
   PermissionRequestBody,
   PermissionRequestCreated,
   PermissionRequestList,
+  PermissionToActBody,
+  PermissionToActResponse,
   ResolveCredentialBody,
   ResolveCredentialResponse,
 } from './contracts.js';
@@ -29,8 +31,8 @@ export type ModelAResult = Out<typeof ExecuteModelAResponse>;
 export type Capabilities = Out<typeof CapabilitiesMeResponse>;
 export type ConnectionListItem = Out<typeof ConnectionListResponse>['connections'][number];
 export type ResolvedCredential = Out<typeof ResolveCredentialResponse>;
-export type PermissionRequestResult = Out<typeof PermissionRequestCreated>;
-export type PermissionRequestView = Out<typeof PermissionRequestList>['requests'][number];
+export type CapabilityRequestResult = Out<typeof PermissionRequestCreated>;
+export type CapabilityRequestView = Out<typeof PermissionRequestList>['requests'][number];
 export type { ApprovalView };
 
 export type RevokedConnection = Out<typeof RevokeConnectionResponse>;
@@ -38,7 +40,9 @@ export type RevokedConnection = Out<typeof RevokeConnectionResponse>;
 /** A Model B request: everything of the wire body but `model`. */
 export type ExecuteRequest = Omit<ExecuteModelB, 'model'>;
 export type ResolveCredentialRequest = Out<typeof ResolveCredentialBody>;
-export type PermissionRequest = Out<typeof PermissionRequestBody>;
+export type CapabilityRequest = Out<typeof PermissionRequestBody>;
+export type PermissionToActRequest = Out<typeof PermissionToActBody>;
+export type PermissionToActResult = Out<typeof PermissionToActResponse>;
 
 export type ExecuteResult =
   | {
@@ -57,12 +61,19 @@ export type ExecuteStreamResult =
       kind: 'stream';
       status: number;
       headers: Record<string, string>;
+      /** The call's `execution_requested` event; its terminal event is written when the stream ends. */
+      auditId: string | null;
       /** The provider's body as the vault relays it (filtered by the policy's response rules). */
       body: ReadableStream<Uint8Array>;
     };
 
 export interface CallOptions {
   signal?: AbortSignal;
+  /**
+   * Extra request headers for the vault, such as `x-vlt-session-key`. They cannot replace the
+   * agent's credential: `authorization` is always the client's own.
+   */
+  headers?: Record<string, string>;
 }
 
 /** What varies between calls of one table endpoint. */
@@ -70,6 +81,19 @@ interface Request {
   params?: Record<string, string>;
   json?: unknown;
   signal?: AbortSignal | undefined;
+  headers?: Record<string, string> | undefined;
+}
+
+/** The caller's extra headers, minus any that would carry or replace a credential. */
+function extraHeaders(h: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (!h) return undefined;
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(h)) {
+    const lower = name.toLowerCase();
+    if (lower === 'authorization' || lower === 'x-api-key' || lower === 'cookie') continue;
+    out[lower] = value;
+  }
+  return out;
 }
 
 export interface WaitOptions {
@@ -110,7 +134,7 @@ export async function bootstrapAgent(o: BootstrapOptions): Promise<BootstrapResu
 export interface AgentClientOptions {
   baseUrl: string;
   agentId: string;
-  /** The key enrolled at bootstrap, as a CryptoKey or its PKCS8 PEM. */
+  /** The key enrolled at bootstrap: a CryptoKey, its PKCS8 PEM or its (base64) JWK. */
   privateKey: CryptoKey | string;
   /** The token audience when the vault sets AGENT_TOKEN_AUDIENCE; default: baseUrl. */
   audience?: string;
@@ -216,7 +240,13 @@ export function createAgentClient(o: AgentClientOptions) {
   async function json<T>(e: Endpoint<T>, r: Request = {}): Promise<T> {
     const path = pathOf(e, r.params);
     const where = `${e.method} ${path}`;
-    const res = await call({ method: e.method, path, json: r.json, signal: r.signal });
+    const res = await call({
+      method: e.method,
+      path,
+      json: r.json,
+      signal: r.signal,
+      headers: extraHeaders(r.headers),
+    });
     if (res.status !== e.ok) throw await failure(res, where, secrets());
     return parseBody(res, e.response, where);
   }
@@ -234,6 +264,7 @@ export function createAgentClient(o: AgentClientOptions) {
       path: e.path,
       json: { ...req, model: 'B' },
       signal: opts.signal,
+      headers: extraHeaders(opts.headers),
     });
     if (res.status === endpoints.executeApprovalRequired.ok) {
       const a = await parseBody(res, endpoints.executeApprovalRequired.response, where);
@@ -248,14 +279,21 @@ export function createAgentClient(o: AgentClientOptions) {
     // A relayed stream carries this header; a provider's non-2xx answer to a streamed call
     // comes back buffered, in the usual envelope.
     if ((req.stream || req.download) && res.headers.get('x-accel-buffering') === 'no' && res.body) {
-      return { kind: 'stream', status: res.status, headers: headersOf(res), body: res.body };
+      return {
+        kind: 'stream',
+        status: res.status,
+        headers: headersOf(res),
+        auditId: res.headers.get('x-vlt-audit-id'),
+        body: res.body,
+      };
     }
     const b = await parseBody(res, e.response, where);
     return { kind: 'result', status: b.status, headers: b.headers, body: b.body, auditId: b.auditId };
   }
 
   async function getApproval(id: string, opts: CallOptions = {}): Promise<ApprovalView> {
-    return (await json(endpoints.getApproval, { params: { id }, signal: opts.signal })).approval;
+    return (await json(endpoints.getApproval, { params: { id }, signal: opts.signal, headers: opts.headers }))
+      .approval;
   }
 
   async function waitForApproval(id: string, w: WaitOptions = {}): Promise<ApprovalView> {
@@ -282,24 +320,39 @@ export function createAgentClient(o: AgentClientOptions) {
     execute,
     /** Model A: a short-lived provider access token for the agent to use itself. */
     vend: (target: { connectionId?: string; service?: string }, opts: CallOptions = {}) =>
-      json(endpoints.executeModelA, { json: { ...target, model: 'A' }, signal: opts.signal }),
+      json(endpoints.executeModelA, {
+        json: { ...target, model: 'A' },
+        signal: opts.signal,
+        headers: opts.headers,
+      }),
     getApproval,
     waitForApproval,
     /** The agent's own approval requests. */
     listApprovals: async (opts: CallOptions = {}) =>
-      (await json(endpoints.listApprovals, { signal: opts.signal })).approvals,
-    capabilities: (opts: CallOptions = {}) => json(endpoints.capabilities, { signal: opts.signal }),
+      (await json(endpoints.listApprovals, { signal: opts.signal, headers: opts.headers })).approvals,
+    capabilities: (opts: CallOptions = {}) =>
+      json(endpoints.capabilities, { signal: opts.signal, headers: opts.headers }),
     /** Agents may list and revoke connections (the routes admit the vault:execute scope). */
     listConnections: async (opts: CallOptions = {}) =>
-      (await json(endpoints.listConnections, { signal: opts.signal })).connections,
+      (await json(endpoints.listConnections, { signal: opts.signal, headers: opts.headers })).connections,
     revokeConnection: (id: string, opts: CallOptions = {}) =>
-      json(endpoints.revokeConnection, { params: { id }, signal: opts.signal }),
-    requestPermission: (body: PermissionRequest, opts: CallOptions = {}) =>
-      json(endpoints.requestPermission, { json: body, signal: opts.signal }),
-    listPermissionRequests: async (opts: CallOptions = {}) =>
-      (await json(endpoints.listPermissionRequests, { signal: opts.signal })).requests,
+      json(endpoints.revokeConnection, { params: { id }, signal: opts.signal, headers: opts.headers }),
+    /** Asks an admin to add a capability (an action template) to this agent's policies. */
+    requestCapability: (body: CapabilityRequest, opts: CallOptions = {}) =>
+      json(endpoints.requestCapability, { json: body, signal: opts.signal, headers: opts.headers }),
+    /** @deprecated the capability request: use `requestCapability`. */
+    requestPermission: (body: CapabilityRequest, opts: CallOptions = {}) =>
+      json(endpoints.requestCapability, { json: body, signal: opts.signal, headers: opts.headers }),
+    /**
+     * Asks a human before acting: the request is checked by the policy and filed for approval
+     * even where it would be allowed outright, never sent. Run it later with `approvalId`.
+     */
+    requestPermissionToAct: (body: PermissionToActRequest, opts: CallOptions = {}) =>
+      json(endpoints.requestPermissionToAct, { json: body, signal: opts.signal, headers: opts.headers }),
+    listCapabilityRequests: async (opts: CallOptions = {}) =>
+      (await json(endpoints.listCapabilityRequests, { signal: opts.signal, headers: opts.headers })).requests,
     resolveCredential: (body: ResolveCredentialRequest, opts: CallOptions = {}) =>
-      json(endpoints.resolveCredential, { json: body, signal: opts.signal }),
+      json(endpoints.resolveCredential, { json: body, signal: opts.signal, headers: opts.headers }),
     /** Where to point a provider's official SDK so its calls go through the vault. */
     llmBaseUrl: (provider: string) => `${baseUrl}/v1/vault/llm/${encodeURIComponent(provider)}`,
     /** A valid access token, for callers that speak to the vault by other means (the LLM proxy). */

@@ -31,6 +31,8 @@ import {
   PermissionRequestBody,
   PermissionRequestCreated,
   PermissionRequestList,
+  PermissionToActBody,
+  PermissionToActResponse,
   ResolveCredentialBody,
   ResolveCredentialResponse,
 } from './contracts.js';
@@ -119,14 +121,21 @@ export const endpoints = {
     ok: 200,
     response: RevokeConnectionResponse,
   }),
-  requestPermission: endpoint({
+  requestCapability: endpoint({
     method: 'POST',
     path: '/v1/agent-permission-requests',
     ok: 201,
     request: PermissionRequestBody,
     response: PermissionRequestCreated,
   }),
-  listPermissionRequests: endpoint({
+  requestPermissionToAct: endpoint({
+    method: 'POST',
+    path: '/v1/vault/permission-requests',
+    ok: 201,
+    request: PermissionToActBody,
+    response: PermissionToActResponse,
+  }),
+  listCapabilityRequests: endpoint({
     method: 'GET',
     path: '/v1/agent-permission-requests',
     ok: 200,

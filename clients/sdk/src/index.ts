@@ -3,7 +3,7 @@
  * with a bootstrap secret and call the vault with short-lived tokens the client manages;
  * admins' scripts decide approvals and manage agents with a personal access token.
  */
-export { generateAgentKeys, importAgentKey, type AgentKeys } from './keys.js';
+export { exportAgentKeyBase64, generateAgentKeys, importAgentKey, type AgentKeys } from './keys.js';
 export {
   bootstrapAgent,
   createAgentClient,
@@ -19,9 +19,11 @@ export {
   type ExecuteResult,
   type ExecuteStreamResult,
   type ModelAResult,
-  type PermissionRequest,
-  type PermissionRequestResult,
-  type PermissionRequestView,
+  type CapabilityRequest,
+  type CapabilityRequestResult,
+  type CapabilityRequestView,
+  type PermissionToActRequest,
+  type PermissionToActResult,
   type ResolveCredentialRequest,
   type ResolvedCredential,
   type RevokedConnection,
