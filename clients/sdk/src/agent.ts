@@ -340,9 +340,6 @@ export function createAgentClient(o: AgentClientOptions) {
     /** Asks an admin to add a capability (an action template) to this agent's policies. */
     requestCapability: (body: CapabilityRequest, opts: CallOptions = {}) =>
       json(endpoints.requestCapability, { json: body, signal: opts.signal, headers: opts.headers }),
-    /** @deprecated the capability request: use `requestCapability`. */
-    requestPermission: (body: CapabilityRequest, opts: CallOptions = {}) =>
-      json(endpoints.requestCapability, { json: body, signal: opts.signal, headers: opts.headers }),
     /**
      * Asks a human before acting: the request is checked by the policy and filed for approval
      * even where it would be allowed outright, never sent. Run it later with `approvalId`.
