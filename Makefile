@@ -25,8 +25,9 @@ generate: ## Regenerate the Prisma client
 start: install ## Start the all-in-one gateway (embedded PostgreSQL and bus unless DATABASE_URL/NATS_URL are set)
 	pnpm start
 
-build: install ## Compile every service to JavaScript in dist/ (what the production image runs)
+build: install ## Compile every service to JavaScript in dist/ (what the production image runs), and the agent-side clients
 	node scripts/build-services.mjs
+	node scripts/build-clients.mjs
 
 test: install ## Check formatting, typecheck, lint and run every test suite (what CI runs)
 	pnpm format:check
