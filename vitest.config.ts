@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /** Files that install process-wide state (OpenTelemetry's global providers, instrumentation). */
 const NEEDS_OWN_PROCESS = ['libs/telemetry/src/index.test.ts', 'libs/telemetry/src/telemetry.test.ts'];
@@ -29,7 +29,8 @@ export default defineConfig({
             'clients/*/test/**/*.test.ts',
             'tests/**/*.test.ts',
           ],
-          exclude: NEEDS_OWN_PROCESS,
+          // The defaults (node_modules, dist) stay excluded: a project's list replaces them.
+          exclude: [...configDefaults.exclude, ...NEEDS_OWN_PROCESS],
           // Files share a worker's module cache instead of reloading Fastify, Prisma and the
           // OpenTelemetry API per file: the suite runs in less than half the time. Suites keep
           // no module-level state (their gateways, databases and bus prefixes are their own).
