@@ -74,11 +74,14 @@ function runBuilt(file: string, args: string[], home: string): Promise<Run> {
 /** The production edge in miniature: /v1/vault/* to the data planes (round robin), the rest to the control plane. */
 async function startEdge(port: number, controlPlane: string, dataPlanes: string[]) {
   let next = 0;
+  // The agent machine's address as the vault sees it: its own, since per-IP limits (bootstrap,
+  // token) are counted in the database the run's split suites share.
+  const client = `198.18.${randomBytes(1)[0]}.${1 + (randomBytes(1)[0]! % 250)}`;
   const server = http.createServer((req: IncomingMessage, res: ServerResponse) => {
     const target = req.url!.startsWith('/v1/vault/') ? dataPlanes[next++ % dataPlanes.length]! : controlPlane;
     const upstream = http.request(
       new URL(req.url!, target),
-      { method: req.method, headers: { ...req.headers, 'x-forwarded-for': req.socket.remoteAddress } },
+      { method: req.method, headers: { ...req.headers, 'x-forwarded-for': client } },
       (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
         up.pipe(res);

@@ -70,7 +70,10 @@ describe.skipIf(unavailable)('a hung control plane (split shape)', () => {
       await createIssueTrackerConnection(admin, { siteUrl: fx.mock.baseUrl, ...fx.mockAccount })
     ).connection.id;
     for (const name of ['reader', 'writer']) {
-      const enrolled = await enrolAgent(admin, cp.baseUrl, `${name}-${randomBytes(3).toString('hex')}`);
+      // Its own client address: the per-IP bootstrap limit is shared with the run's other split suites.
+      const enrolled = await enrolAgent(admin, cp.baseUrl, `${name}-${randomBytes(3).toString('hex')}`, {
+        'x-forwarded-for': `198.18.${randomBytes(1)[0]}.${1 + (randomBytes(1)[0]! % 250)}`,
+      });
       const { policy } = await createPolicy(admin, enrolled.agent.id, connectionId, READ_WRITE_UNATTENDED);
       expectStatus(
         await putAllowlists(admin, policy.id, [
