@@ -137,14 +137,24 @@ export function createSecretScrubber(secrets: readonly string[]): SecretScrubber
   function pendingPrefix(data: Buffer): number {
     const window = Math.min(longest - 1, data.length);
     const start = data.length - window;
+    const last = data[data.length - 1];
     let best = 0;
     for (const { bytes: form } of forms) {
       const first = form[0]!;
-      // Candidates start where the form's first byte occurs in the window.
+      // Candidates start where the form's first byte occurs in the window. A candidate's
+      // last byte must also be the form's byte at that length: a byte comparison that rules
+      // out nearly every candidate before the (much dearer) native compare.
       let at = data.indexOf(first, start);
       while (at !== -1) {
         const len = data.length - at;
-        if (len < form.length && len > best && data.compare(form, 0, len, at) === 0) best = len;
+        if (
+          len < form.length &&
+          len > best &&
+          form[len - 1] === last &&
+          data.compare(form, 0, len, at) === 0
+        ) {
+          best = len;
+        }
         at = data.indexOf(first, at + 1);
       }
     }
