@@ -60,7 +60,24 @@ export async function createServiceApp(opts: CreateServiceAppOptions): Promise<A
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
     // Request ids arrive from the edge; otherwise generated. Trace ids come from OTel.
     requestIdHeader: 'x-request-id',
+    // One access line per request (below) instead of Fastify's two: each line passes the
+    // logger's secret redaction, and the pair cost a quarter of a brokered call's CPU.
+    disableRequestLogging: true,
   }).withTypeProvider<ZodTypeProvider>();
+
+  // The route template, not the URL: no query values (secrets) and no need to redact them.
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info(
+      {
+        method: request.method,
+        route: request.routeOptions.url ?? '(no route)',
+        statusCode: reply.statusCode,
+        responseTime: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request completed',
+    );
+    done();
+  });
 
   opts.metrics?.observe(app);
   // Spans for every route when tracing is on (registered before any route).
