@@ -531,6 +531,47 @@ describe('regression: approvals count against the rate limit (security review, c
   });
 });
 
+describe('evaluateExecution: the agent asks first (permissionRequest, ADR 0060)', () => {
+  it('turns an allow into an approval with code agent_request', () => {
+    const rt = runtime({ stepUpApproval: 'never' });
+    expect(outcome(evaluateExecution(GET, rt, ctx()))).toBe('allow');
+    const asked = evaluateExecution(GET, rt, ctx({ permissionRequest: true }));
+    expect(outcome(asked)).toBe('approval:agent_request');
+    // What the approval binds is what an ordinary step-up would bind for the same request.
+    const stepUp = evaluateExecution(
+      GET,
+      runtime({ rules: { request: [{ label: 'r', match: {}, action: 'require_approval' }] } }),
+      ctx(),
+    );
+    expect(asked.outcome === 'require_approval' && stepUp.outcome === 'require_approval').toBe(true);
+    if (asked.outcome === 'require_approval' && stepUp.outcome === 'require_approval') {
+      expect(asked.fingerprint).toBe(stepUp.fingerprint);
+    }
+  });
+
+  it("keeps the policy's own approval reason, and never turns a denial into an approval", () => {
+    expect(
+      outcome(
+        evaluateExecution(POST, runtime({ stepUpApproval: 'always' }), ctx({ permissionRequest: true })),
+      ),
+    ).toBe('approval:step_up_always');
+    expect(
+      outcome(
+        evaluateExecution(POST, runtime({ defaultMode: 'read_only' }), ctx({ permissionRequest: true })),
+      ),
+    ).toBe('deny:request_rules:read_only');
+    expect(
+      outcome(
+        evaluateExecution(
+          GET,
+          runtime({ rateLimits: { maxRequestsPerHour: 1 } }),
+          ctx({ permissionRequest: true, requestsInLastHour: 1 }),
+        ),
+      ),
+    ).toBe('deny:rate_limit:rate_limited');
+  });
+});
+
 describe('evaluateExecution: order of the steps', () => {
   // A request that fails every step: each policy variant fixes the earlier steps so that the
   // next one decides. The first failing step in the spec's order must always be the one reported.
