@@ -3,22 +3,16 @@
  * Parameters are zod schemas (their JSON Schema is what the host shows the model) and are
  * checked before anything is sent; every call goes to the vault through @vlt/sdk.
  */
+import { AGENT_TOOL_NAMES, type AgentToolName } from '@vlt/sdk';
 import { z } from 'zod';
 import type { ApprovalBook } from './approvals.js';
 import { VaultParamsError } from './errors.js';
 import { download, execute, type VaultContext } from './execution.js';
 import type { SessionRef } from './session.js';
 
-export const TOOL_NAMES = [
-  'vault_execute',
-  'request_permission',
-  'request_capability',
-  'vault_await_approval',
-  'vault_connections_list',
-  'vault_connection_revoke',
-  'vault_download',
-] as const;
-export type ToolName = (typeof TOOL_NAMES)[number];
+// The contract's tool names, shared with the other agent-side clients.
+export const TOOL_NAMES = AGENT_TOOL_NAMES;
+export type ToolName = AgentToolName;
 
 export interface VaultTool {
   name: ToolName;

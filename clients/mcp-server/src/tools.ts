@@ -13,12 +13,14 @@ import type { ShapeOutput, ZodRawShapeCompat } from '@modelcontextprotocol/sdk/s
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import {
+  AGENT_TOOL_NAMES,
   VaultApprovalError,
   VaultAuthError,
   VaultError,
   VaultPolicyDeniedError,
   VaultRateLimitedError,
   type AgentClient,
+  type AgentToolName,
   type ApprovalView,
   type ExecuteRequest,
   type ExecuteResult,
@@ -56,16 +58,9 @@ export interface VaultToolContext {
   log: Logger;
 }
 
-export const TOOL_NAMES = [
-  'vault_execute',
-  'request_permission',
-  'request_capability',
-  'vault_await_approval',
-  'vault_connections_list',
-  'vault_connection_revoke',
-  'vault_download',
-] as const;
-export type ToolName = (typeof TOOL_NAMES)[number];
+// The contract's tool names, shared with the other agent-side clients.
+export const TOOL_NAMES = AGENT_TOOL_NAMES;
+export type ToolName = AgentToolName;
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 

@@ -47,3 +47,4 @@ export {
 } from './errors.js';
 export type { FetchLike } from './transport.js';
 export { endpoints, pathOf, type Endpoint } from './endpoints.js';
+export { AGENT_TOOL_NAMES, type AgentToolName } from './agent-tools.js';
