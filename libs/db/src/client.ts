@@ -1,3 +1,4 @@
+import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { PrismaClient } from './generated/prisma/client.js';
@@ -56,16 +57,38 @@ export function createPrismaClient(databaseUrl: string, opts: CreatePrismaClient
 
 function sqlOverPool(pool: pg.Pool): Sql {
   // A call site's template strings are one frozen object: its statement text is built once.
-  const texts = new WeakMap<TemplateStringsArray, string>();
+  const texts = new WeakMap<TemplateStringsArray, { text: string; span: string }>();
+  const tracer = trace.getTracer('@vlt/db');
   return async <T>(strings: TemplateStringsArray, ...values: unknown[]): Promise<T[]> => {
-    let text = texts.get(strings);
-    if (text === undefined) {
-      text = strings.reduce((acc, part, i) => `${acc}$${i}${part}`);
-      texts.set(strings, text);
+    let statement = texts.get(strings);
+    if (statement === undefined) {
+      const text = strings.reduce((acc, part, i) => `${acc}$${i}${part}`);
+      statement = { text, span: spanName(text) };
+      texts.set(strings, statement);
     }
-    const result = await pool.query(text, values);
-    return result.rows as T[];
+    // A client span per statement, as Prisma's own for its queries: the text with its bind
+    // placeholders, never the values (the pg instrumentation cannot hook ESM imports).
+    const span = tracer.startSpan(statement.span, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'db.system.name': 'postgresql', 'db.query.text': statement.text },
+    });
+    try {
+      const result = await pool.query(statement.text, values);
+      return result.rows as T[];
+    } catch (err) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: 'statement failed' });
+      throw err;
+    } finally {
+      span.end();
+    }
   };
+}
+
+/** `INSERT audit_events`, `SELECT`: the operation and, where it is plain to see, the table. */
+function spanName(text: string): string {
+  const m = /^\s*(\w+)(?:[\s\S]*?\b(?:INTO|FROM|UPDATE)\s+"?(\w+)"?)?/i.exec(text);
+  const op = (m?.[1] ?? 'SQL').toUpperCase();
+  return m?.[2] ? `${op} ${m[2]}` : op;
 }
 
 /** The `sql` handle of a client created elsewhere (tests): the same statements through Prisma. */

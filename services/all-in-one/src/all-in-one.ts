@@ -60,7 +60,7 @@ export async function startAllInOne(
     ...seams,
   });
   const dp = await createDataPlaneRuntime({ config, bus, logger, metrics, ...seams });
-  const audit = await startAuditWriter({ bus, names, prisma: db.prisma, logger });
+  const audit = await startAuditWriter({ bus, names, sql: db.sql, logger });
   metrics?.gauge('vlt_audit_consumer_pending', 'Events the audit writer has not yet stored (its lag)', () =>
     audit.pending(),
   );

@@ -1,5 +1,5 @@
 import type { Bus, BusNames, Consumer } from '@vlt/bus';
-import type { PrismaClient } from '@vlt/db';
+import type { Sql } from '@vlt/db';
 import { createServiceApp, type App, type ServiceMetrics } from '@vlt/service-kit';
 import type { FastifyBaseLogger } from 'fastify';
 import { startAuditWriter } from './audit-writer.js';
@@ -7,7 +7,7 @@ import { startAuditWriter } from './audit-writer.js';
 export interface AuditDeps {
   bus: Bus;
   names: BusNames;
-  prisma: PrismaClient;
+  sql: Sql;
   logger: FastifyBaseLogger;
   metrics?: ServiceMetrics;
 }
@@ -28,7 +28,7 @@ export async function buildAuditApp(deps: AuditDeps): Promise<{ app: App; consum
     health: async () => {
       // Not ready when the broker it reads from or the database it writes to is gone.
       if (!deps.bus.isConnected()) return 'bus disconnected';
-      await deps.prisma.$queryRaw`SELECT 1`;
+      await deps.sql`SELECT 1`;
       return 'ok';
     },
   });

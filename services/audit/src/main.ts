@@ -1,7 +1,7 @@
 /** Audit process: the JetStream consumer that writes audit rows, plus /health. */
 import { busNames, createNatsBus } from '@vlt/bus';
 import { loadConfig } from '@vlt/config';
-import { createPrismaClient } from '@vlt/db';
+import { createDatabaseClients } from '@vlt/db';
 import { metricsFromConfig, runUntilSignal, serveMetrics } from '@vlt/service-kit';
 import { createLogger, startTelemetry } from '@vlt/telemetry';
 import { buildAuditApp } from './app.js';
@@ -10,11 +10,11 @@ async function main(): Promise<void> {
   const config = loadConfig('audit', process.env);
   const telemetry = await startTelemetry({ serviceName: 'vlt-audit', env: process.env });
   const logger = createLogger({ service: 'audit', level: config.logLevel });
-  const prisma = createPrismaClient(config.databaseUrl);
+  const { prisma, sql } = createDatabaseClients(config.databaseUrl);
   const names = busNames(config.natsPrefix);
   const bus = await createNatsBus({ servers: config.natsServers, names, name: 'audit', logger });
   const metrics = metricsFromConfig(config, 'vlt-audit');
-  const { app, consumer } = await buildAuditApp({ bus, names, prisma, logger, metrics });
+  const { app, consumer } = await buildAuditApp({ bus, names, sql, logger, metrics });
   await app.listen({ port: config.port, host: config.host });
   const metricsServer = await serveMetrics(metrics, config);
   await runUntilSignal(logger, async () => {

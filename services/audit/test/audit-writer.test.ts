@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createPrismaClient, type PrismaClient } from '@vlt/db';
+import { createDatabaseClients, type PrismaClient, type Sql } from '@vlt/db';
 import type { AuditEventMessage } from '@vlt/contracts';
 import type { StreamMessage } from '@vlt/bus';
 import { uuidv7 } from '@vlt/service-kit';
@@ -33,15 +33,19 @@ describe.skipIf(!realServices.hasPostgres())(
   `audit writer (real PostgreSQL) ${realServices.missing()}`,
   () => {
     let prisma: PrismaClient;
+    let sql: Sql;
     const logger = pino({ level: 'silent' });
     afterAll(async () => prisma?.$disconnect());
+    const open = () => {
+      if (!prisma) ({ prisma, sql } = createDatabaseClients(realServices.databaseUrl()));
+    };
 
     it('stores an event once, however often it is delivered', async () => {
-      prisma = createPrismaClient(realServices.databaseUrl());
+      open();
       const e = event();
-      expect(await storeAuditEvent(prisma, e)).toBe(true);
-      expect(await storeAuditEvent(prisma, e)).toBe(false);
-      const handler = auditHandler({ prisma, logger });
+      expect(await storeAuditEvent(sql, e)).toBe(true);
+      expect(await storeAuditEvent(sql, e)).toBe(false);
+      const handler = auditHandler({ sql, logger });
       expect(await handler(msg(e, 2))).toEqual({ type: 'ack' });
       const rows = await prisma.auditEvent.findMany({ where: { auditId: e.auditId } });
       expect(rows).toHaveLength(1);
@@ -53,33 +57,45 @@ describe.skipIf(!realServices.hasPostgres())(
       expect(rows[0]!.timestamp.toISOString()).toBe(e.timestamp);
     });
 
+    it('stores every field as sent, nulls and unstorable text included', async () => {
+      open();
+      const e = event({
+        actor: 'agent:a\u0000b',
+        workspaceId: null,
+        agentId: null,
+        connectionId: null,
+        metadata: { nested: { list: [1, 'two', null, { deep: true }] }, 'k\u0000': 'v\u0000', quote: `'";` },
+      });
+      expect(await auditHandler({ sql, logger })(msg(e))).toEqual({ type: 'ack' });
+      const row = await prisma.auditEvent.findUniqueOrThrow({ where: { auditId: e.auditId } });
+      expect(row).toMatchObject({
+        actor: 'agent:a\ufffdb',
+        workspaceId: null,
+        agentId: null,
+        connectionId: null,
+        action: e.action,
+        decision: e.decision,
+        metadata: { nested: { list: [1, 'two', null, { deep: true }] }, 'k\ufffd': 'v\ufffd', quote: `'";` },
+      });
+      expect(row.timestamp.toISOString()).toBe(e.timestamp);
+    });
+
     it('drops malformed events and writes nothing', async () => {
-      prisma ??= createPrismaClient(realServices.databaseUrl());
-      const handler = auditHandler({ prisma, logger });
+      open();
+      const handler = auditHandler({ sql, logger });
       const bad = { ...event(), action: 'not_an_action' };
       expect(await handler(msg(bad))).toMatchObject({ type: 'drop' });
       expect(await prisma.auditEvent.count({ where: { auditId: bad.auditId } })).toBe(0);
     });
 
     it('stores events handled together with one statement, each acked after its commit', async () => {
-      prisma ??= createPrismaClient(realServices.databaseUrl());
+      open();
       let statements = 0;
-      const counting = new Proxy(prisma, {
-        get(target, prop, recv) {
-          if (prop !== 'auditEvent') return Reflect.get(target, prop, recv);
-          const model = target.auditEvent;
-          return new Proxy(model, {
-            get(m, p2, r2) {
-              if (p2 !== 'createMany') return Reflect.get(m, p2, r2);
-              return (...args: Parameters<typeof model.createMany>) => {
-                statements++;
-                return model.createMany(...args);
-              };
-            },
-          });
-        },
-      });
-      const handler = auditHandler({ prisma: counting, logger });
+      const counting: Sql = (strings, ...values) => {
+        statements++;
+        return sql(strings, ...values);
+      };
+      const handler = auditHandler({ sql: counting, logger });
       const events = Array.from({ length: 40 }, () => event());
       const outcomes = await Promise.all(events.map((e) => handler(msg(e))));
       expect(outcomes).toEqual(events.map(() => ({ type: 'ack' })));
@@ -90,11 +106,11 @@ describe.skipIf(!realServices.hasPostgres())(
     });
 
     it('a batch that fails is stored row by row: one bad row does not hold back the others', async () => {
-      prisma ??= createPrismaClient(realServices.databaseUrl());
+      open();
       const good = [event(), event()];
       // A timestamp PostgreSQL rejects makes the multi-row insert fail as a whole.
       const bad = event({ timestamp: '+275760-09-13T00:00:00.001Z' });
-      const handler = auditHandler({ prisma, logger });
+      const handler = auditHandler({ sql, logger });
       const [a, b, c] = await Promise.all([handler(msg(good[0])), handler(msg(bad)), handler(msg(good[1]))]);
       expect(a).toEqual({ type: 'ack' });
       expect(c).toEqual({ type: 'ack' });
@@ -105,11 +121,11 @@ describe.skipIf(!realServices.hasPostgres())(
     });
 
     it('asks for a retry, not an ack, when the write fails', async () => {
-      const broken = createPrismaClient('postgresql://nobody@127.0.0.1:1/none');
-      const handler = auditHandler({ prisma: broken, logger });
+      const broken = createDatabaseClients('postgresql://nobody@127.0.0.1:1/none');
+      const handler = auditHandler({ sql: broken.sql, logger });
       const out = await handler(msg(event(), 3));
       expect(out.type).toBe('retry');
-      await broken.$disconnect();
+      await broken.prisma.$disconnect();
     });
   },
 );
