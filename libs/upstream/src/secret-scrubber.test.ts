@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import {
+  compileSecretForms,
   createSecretScrubber,
   scrubSecretsFromBuffer,
   scrubSecretsFromText,
@@ -42,6 +43,22 @@ describe('secret scrubber', () => {
       // No 8+ character run of any searched form survives.
       for (const form of secretForms([secret])) expect(out).not.toContain(form);
     }
+  });
+
+  it('forms compiled once scrub exactly what the secrets they came from scrub', () => {
+    const secrets = [`bot@tracker.test:${TOKEN}`, TOKEN];
+    const forms = compileSecretForms(secrets);
+    const text = `Basic ${BASIC} ${encodeURIComponent(TOKEN)} plain`;
+    expect(scrubSecretsFromText(text, forms)).toBe(scrubSecretsFromText(text, secrets));
+    expect(scrubSecretsFromText(text, forms)).not.toContain(TOKEN.slice(0, 12));
+    const body = Buffer.from(`{"a":"${TOKEN}"}`, 'utf16le');
+    expect(scrubSecretsFromBuffer(body, forms).equals(scrubSecretsFromBuffer(body, secrets))).toBe(true);
+    // One compiled set serves many bodies: nothing of one scrub leaks into the next.
+    const s1 = createSecretScrubber(forms)!;
+    const s2 = createSecretScrubber(forms)!;
+    expect(s1.push(Buffer.from(`x ${TOKEN.slice(0, 10)}`)).toString()).toBe('x ');
+    expect(s2.push(Buffer.from('y')).toString()).toBe('y');
+    expect(s2.found).toBe(false);
   });
 
   it('regression: the injected Basic header value is scrubbed from a reflected header dump', () => {

@@ -38,9 +38,9 @@ function byteForm(bytes: Buffer, replacement: Buffer, evenOnly: boolean): ByteFo
 }
 
 /** Every form as the bytes it appears as in a body, longest first. */
-function byteForms(secrets: readonly string[]): ByteForm[] {
+function byteForms(textForms: readonly string[]): ByteForm[] {
   const out: ByteForm[] = [];
-  for (const form of secretForms(secrets)) {
+  for (const form of textForms) {
     out.push(
       byteForm(Buffer.from(form, 'utf8'), Buffer.from(SECRET_REPLACEMENT, 'utf8'), false),
       byteForm(Buffer.from(form, 'utf16le'), Buffer.from(SECRET_REPLACEMENT, 'utf16le'), true),
@@ -77,6 +77,24 @@ export function secretForms(secrets: readonly string[]): string[] {
   return [...forms].sort((x, y) => y.length - x.length);
 }
 
+/**
+ * The searched forms of a set of secrets, derived once: a response's headers and body are
+ * scrubbed with the same forms, and deriving them per header had cost more than the searches.
+ */
+export interface SecretForms {
+  readonly text: readonly string[];
+  readonly bytes: readonly ByteForm[];
+}
+
+export function compileSecretForms(secrets: readonly string[]): SecretForms {
+  const text = secretForms(secrets);
+  return { text, bytes: byteForms(text) };
+}
+
+type Secrets = readonly string[] | SecretForms;
+
+const compiled = (s: Secrets): SecretForms => ('bytes' in s ? s : compileSecretForms(s));
+
 export interface SecretScrubber {
   /** Scrubs one chunk of a stream; may hold back a few bytes for the next call. */
   push(chunk: Buffer): Buffer;
@@ -87,8 +105,8 @@ export interface SecretScrubber {
 }
 
 /** A scrubber for one body, or null when no secret has a searchable form. */
-export function createSecretScrubber(secrets: readonly string[]): SecretScrubber | null {
-  const forms = byteForms(secrets);
+export function createSecretScrubber(secrets: Secrets): SecretScrubber | null {
+  const forms = compiled(secrets).bytes;
   if (forms.length === 0) return null;
   const longest = forms[0]!.bytes.length;
   let carry: Buffer | null = null;
@@ -187,7 +205,7 @@ export function createSecretScrubber(secrets: readonly string[]): SecretScrubber
 }
 
 /** Scrubs a whole body at once. */
-export function scrubSecretsFromBuffer(body: Buffer, secrets: readonly string[]): Buffer {
+export function scrubSecretsFromBuffer(body: Buffer, secrets: Secrets): Buffer {
   const s = createSecretScrubber(secrets);
   if (!s) return body;
   const head = s.push(body);
@@ -196,16 +214,16 @@ export function scrubSecretsFromBuffer(body: Buffer, secrets: readonly string[])
 }
 
 /** Scrubs a text (a header value, a decoded string). */
-export function scrubSecretsFromText(text: string, secrets: readonly string[]): string {
+export function scrubSecretsFromText(text: string, secrets: Secrets): string {
   let out = text;
-  for (const form of secretForms(secrets)) {
+  for (const form of compiled(secrets).text) {
     if (out.includes(form)) out = out.split(form).join(SECRET_REPLACEMENT);
   }
   return out;
 }
 
 /** The scrubber as a Node stream stage. */
-export function createSecretScrubStream(secrets: readonly string[]): Transform | null {
+export function createSecretScrubStream(secrets: Secrets): Transform | null {
   const s = createSecretScrubber(secrets);
   if (!s) return null;
   return new Transform({

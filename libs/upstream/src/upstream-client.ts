@@ -19,7 +19,13 @@ import zlib from 'node:zlib';
 import type { LookupFunction } from 'node:net';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { isBlockedAddress } from '@vlt/policy-engine';
-import { createSecretScrubStream, scrubSecretsFromBuffer, scrubSecretsFromText } from './secret-scrubber.js';
+import {
+  compileSecretForms,
+  createSecretScrubStream,
+  scrubSecretsFromBuffer,
+  scrubSecretsFromText,
+  type SecretForms,
+} from './secret-scrubber.js';
 
 export class UpstreamError extends Error {
   override name = 'UpstreamError';
@@ -252,7 +258,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
   function readableBody(
     raw: Readable,
     headers: Record<string, string>,
-    secrets: readonly string[] | undefined,
+    secrets: SecretForms | null,
   ): Readable {
     const decoders = decodersFor(headers['content-encoding']);
     if (decoders === null) {
@@ -272,7 +278,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       stage.once('error', (err) => decodeFailures.add(err));
       return stage;
     });
-    const scrub = secrets?.length ? createSecretScrubStream(secrets) : null;
+    const scrub = secrets ? createSecretScrubStream(secrets) : null;
     if (scrub) {
       stages.push(scrub);
       delete headers['content-length'];
@@ -286,9 +292,9 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     ) as unknown as Readable;
   }
 
-  function responseHeaders(raw: Record<string, string | string[] | undefined>, secrets?: readonly string[]) {
+  function responseHeaders(raw: Record<string, string | string[] | undefined>, secrets: SecretForms | null) {
     const headers = flattenResponseHeaders(raw);
-    if (secrets?.length) {
+    if (secrets) {
       for (const [k, v] of Object.entries(headers)) headers[k] = scrubSecretsFromText(v, secrets);
     }
     return headers;
@@ -299,9 +305,10 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     async request(req) {
       const deadline = AbortSignal.timeout(deadlineMs);
       const res = await send(req, deadline);
-      const headers = responseHeaders(res.headers, req.secrets);
+      const secrets = req.secrets?.length ? compileSecretForms(req.secrets) : null;
+      const headers = responseHeaders(res.headers, secrets);
       // Secrets are scrubbed once over the whole body below, not per chunk.
-      const body = readableBody(res.body as unknown as Readable, headers, undefined);
+      const body = readableBody(res.body as unknown as Readable, headers, null);
       const chunks: Buffer[] = [];
       let size = 0;
       try {
@@ -317,7 +324,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
         throw mapError(err, deadline);
       }
       const whole = Buffer.concat(chunks);
-      const scrubbed = req.secrets?.length ? scrubSecretsFromBuffer(whole, req.secrets) : whole;
+      const scrubbed = secrets ? scrubSecretsFromBuffer(whole, secrets) : whole;
       if (scrubbed !== whole) delete headers['content-length'];
       return { status: res.statusCode, headers, body: scrubbed };
     },
@@ -331,8 +338,9 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       controller.signal.addEventListener('abort', () => body?.destroy(deadlineError()), { once: true });
       try {
         const res = await send(req, controller.signal);
-        const headers = responseHeaders(res.headers, req.secrets);
-        body = readableBody(res.body as unknown as Readable, headers, req.secrets);
+        const secrets = req.secrets?.length ? compileSecretForms(req.secrets) : null;
+        const headers = responseHeaders(res.headers, secrets);
+        body = readableBody(res.body as unknown as Readable, headers, secrets);
         body.once('close', () => clearTimeout(timer));
         return { status: res.statusCode, headers, body };
       } catch (err) {
