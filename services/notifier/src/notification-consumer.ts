@@ -10,7 +10,7 @@ import type { PrismaClient } from '@vlt/db';
 import type { Transport } from '@vlt/notify';
 import type { FastifyBaseLogger } from 'fastify';
 import { deliverPlan, outcomeOf } from './delivery.js';
-import { planNotification, planSecurityAlert } from './plan.js';
+import { NOTIFIER_ACTIONS, planNotification, planSecurityAlert } from './plan.js';
 import { createSecurityAlertDetector } from './security-alerts.js';
 
 export interface NotifierDeps {
@@ -44,6 +44,9 @@ export function notificationHandler(deps: NotifierDeps) {
     ...(deps.transport && { transport: deps.transport }),
   };
   return async (msg: StreamMessage): Promise<HandlerOutcome> => {
+    // The subject ends with the action (eventSubject): skip the events nobody is told of
+    // before paying for their validation.
+    if (!NOTIFIER_ACTIONS.has(msg.subject.slice(msg.subject.lastIndexOf('.') + 1))) return { type: 'ack' };
     const parsed = AuditEventMessage.safeParse(msg.data);
     if (!parsed.success) return { type: 'drop', reason: 'malformed' };
     const e = parsed.data;

@@ -1,6 +1,6 @@
-import type { AuditEventMessage } from '@vlt/contracts';
+import { AuditAction, type AuditEventMessage } from '@vlt/contracts';
 import { describe, expect, it } from 'vitest';
-import { clean, planNotification } from './plan.js';
+import { clean, NOTIFIER_ACTIONS, planNotification } from './plan.js';
 import { createSecurityAlertDetector, DENIALS_FOR_ALERT } from './security-alerts.js';
 
 const ctx = { publicBaseUrl: 'https://vault.example/' };
@@ -117,5 +117,28 @@ describe('security alerts', () => {
     const slow = createSecurityAlertDetector();
     for (let i = 0; i < DENIALS_FOR_ALERT * 2; i++)
       expect(slow.check(event('execution_denied', { reason: 'x' }, i * 120_000))).toBeNull();
+  });
+});
+
+describe('NOTIFIER_ACTIONS', () => {
+  it('every action outside the set is one nothing is planned or alerted for (the consumer skips it unread)', () => {
+    const skipped = AuditAction.options.filter((a) => !NOTIFIER_ACTIONS.has(a));
+    expect(skipped).toContain('execution_requested');
+    expect(skipped).toContain('execution_completed');
+    // Metadata that would make any planned action produce something.
+    const rich = {
+      approvalRequestId: ids.approval,
+      method: 'GET',
+      url: 'https://tracker.example/x',
+      reason: 'destination address is not allowed',
+      agentName: 'a',
+    };
+    for (const action of skipped) {
+      const detector = createSecurityAlertDetector();
+      expect(planNotification(event(action, rich), ctx), action).toBeNull();
+      for (let i = 0; i <= DENIALS_FOR_ALERT; i++) {
+        expect(detector.check(event(action, rich, i)), action).toBeNull();
+      }
+    }
   });
 });

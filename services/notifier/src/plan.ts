@@ -4,7 +4,7 @@
  * mapping is tested without a broker. Texts name method, canonical URL (query values already
  * stripped by the producer), agent and connection; never a body, header or secret.
  */
-import type { AuditEventMessage, NotificationType } from '@vlt/contracts';
+import type { AuditAction, AuditEventMessage, NotificationType } from '@vlt/contracts';
 
 export interface InAppContent {
   type: NotificationType;
@@ -40,6 +40,22 @@ const str = (m: Record<string, unknown>, k: string) => (typeof m[k] === 'string'
 export interface PlanContext {
   publicBaseUrl: string;
 }
+
+/**
+ * The actions the notifier acts on: those planNotification plans and those the security-alert
+ * detector watches. The consumer acks every other event unread (most of the stream is
+ * execution traffic nobody is notified of).
+ */
+export const NOTIFIER_ACTIONS: ReadonlySet<string> = new Set<AuditAction>([
+  'approval_requested',
+  'approval_approved',
+  'approval_denied',
+  'approval_expired',
+  'permission_requested',
+  'connection_needs_reauth',
+  'agent_disabled',
+  'execution_denied',
+]);
 
 export function planNotification(e: AuditEventMessage, ctx: PlanContext): NotificationPlan | null {
   const m = e.metadata;
