@@ -5,15 +5,15 @@
  * third-party package left as an import of node_modules (installed with production
  * dependencies only). No TypeScript loader at run time.
  *
- * Output: dist/services/<service>/main.js (and the data plane's response-filter worker beside
- * it, which the pool loads from its own directory). The depth matches services/<svc>/src/ so
- * paths the code derives from its own location (the prisma/ folder, three levels up) still
- * resolve from the bundle.
+ * Output: dist/services/<service>/main.js, with the data plane's response-filter worker and the
+ * all-in-one's embedded-database worker beside it (each loaded from its own directory). The
+ * depth matches services/<svc>/src/ so paths the code derives from its own location (the
+ * prisma/ folder, three levels up) still resolve from the bundle.
  *
  *   node scripts/build-services.mjs [outDir]
  */
 import { build } from 'esbuild';
-import { rm } from 'node:fs/promises';
+import { copyFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -23,6 +23,8 @@ const SERVICES = ['all-in-one', 'control-plane', 'data-plane', 'audit', 'notifie
 /** Loaded by path at run time (a worker thread), so built beside each bundle that starts it. */
 const WORKER = 'services/data-plane/src/modules/execute/response-worker.ts';
 const STARTS_WORKER = new Set(['all-in-one', 'data-plane']);
+/** The embedded database's thread (plain JavaScript), which only the all-in-one starts. */
+const DB_WORKER = 'libs/db/src/embedded-worker.mjs';
 
 /** Workspace packages are compiled in; everything else stays an import. */
 const externalThirdParty = {
@@ -54,5 +56,9 @@ await Promise.all(
       plugins: [externalThirdParty],
     }),
   ),
+);
+await copyFile(
+  path.join(root, DB_WORKER),
+  path.join(outDir, 'services', 'all-in-one', 'embedded-worker.mjs'),
 );
 console.log(`built ${SERVICES.length} services into ${path.relative(root, outDir) || '.'}`);

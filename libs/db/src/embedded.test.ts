@@ -61,6 +61,22 @@ describe('embedded PostgreSQL (PGlite)', () => {
   it('lets exactly one insert of an assertion jti succeed', () => expectJtiSingleUse(prisma));
   it('enforces the constraints the services rely on', () => expectDatabaseConstraints(prisma));
 
+  it('runs statements off the calling thread: a slow one does not stall its event loop', async () => {
+    // PGlite executes synchronously in wasm; on the request thread a 500 ms statement froze
+    // every timer and request of the process for 500 ms.
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 10);
+    try {
+      await client.query('SELECT pg_sleep(0.5)');
+    } finally {
+      clearInterval(timer);
+      await client.end();
+    }
+    expect(ticks).toBeGreaterThanOrEqual(10);
+  });
+
   it('refuses a second server on the same data directory', async () => {
     await expect(startEmbeddedPostgres(dataDir)).rejects.toThrow(/in use by process/);
   });

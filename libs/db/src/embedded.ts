@@ -2,11 +2,22 @@
  * Embedded PostgreSQL for the all-in-one process: PGlite (PostgreSQL compiled to wasm) persisted
  * on disk and served over the PostgreSQL wire protocol on loopback, so the same node-postgres
  * code paths (Prisma adapter, migrations, raw pg) work against it and against a real server.
+ *
+ * PGlite runs in a worker thread of its own (embedded-worker.mjs): every statement costs it about
+ * a millisecond of CPU and an audit batch several, which on the request thread was a third of
+ * the all-in-one's busy time and a stall of every request behind it (ADR 0061).
  */
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
-import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
+import { Worker } from 'node:worker_threads';
+
+/** What embedded-worker.mjs is started with and answers. */
+interface EmbeddedWorkerData {
+  pgDir: string;
+  maxConnections: number;
+}
+type EmbeddedWorkerMessage =
+  { type: 'ready'; conn: string } | { type: 'failed'; message: string } | { type: 'stopped' };
 
 export interface EmbeddedPostgres {
   /** `postgresql://postgres@127.0.0.1:<port>/postgres` */
@@ -38,39 +49,55 @@ export async function startEmbeddedPostgres(
   const pgDir = path.resolve(dataDir, 'pg');
   await mkdir(pgDir, { recursive: true });
   const releaseDir = await lockDataDir(path.resolve(dataDir, 'pg.lock'));
-  let db: PGlite;
-  try {
-    db = await PGlite.create(pgDir);
-  } catch (error) {
-    await releaseDir();
-    throw error;
-  }
-  const server = new PGLiteSocketServer({
-    db,
-    host: '127.0.0.1',
-    port: 0,
-    maxConnections: opts.maxConnections ?? 32,
+  const data: EmbeddedWorkerData = { pgDir, maxConnections: opts.maxConnections ?? 32 };
+  // Beside this module, and beside the all-in-one's bundle in the production build. No
+  // process flags: some (--cpu-prof) are refused in workers.
+  const worker = new Worker(new URL('./embedded-worker.mjs', import.meta.url), {
+    workerData: data,
+    execArgv: [],
   });
-  try {
-    await server.start();
-  } catch (error) {
-    await db.close();
+  let stopping = false;
+  const ended = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  worker.once('exit', (code) => {
+    if (stopping) return;
+    // The database is gone and will not come back in this process: stop the process rather
+    // than answer every request with a database error.
+    void releaseDir();
+    setImmediate(() => {
+      throw new Error(`the embedded database stopped unexpectedly (worker exit ${code})`);
+    });
+  });
+  const first = await new Promise<EmbeddedWorkerMessage>((resolve) => {
+    worker.once('message', resolve);
+    worker.once('error', (err) => resolve({ type: 'failed', message: err.message }));
+  });
+  if (first.type !== 'ready') {
+    stopping = true;
+    await worker.terminate();
     await releaseDir();
-    throw error;
+    throw new Error(
+      `embedded database failed to start: ${first.type === 'failed' ? first.message : first.type}`,
+    );
   }
-  // getServerConn() is "host:port" once listening on port 0.
-  const url = `postgresql://postgres@${server.getServerConn()}/postgres`;
+  const url = `postgresql://postgres@${first.conn}/postgres`;
   let stopped: Promise<void> | undefined;
   return {
     url,
     stop: () =>
       (stopped ??= (async () => {
-        await server.stop();
-        await db.close();
+        stopping = true;
+        // The worker closes the server and flushes the database, then ends on its own.
+        worker.postMessage({ type: 'stop' });
+        const late = setTimeout(() => void worker.terminate(), STOP_TIMEOUT_MS);
+        await ended;
+        clearTimeout(late);
         await releaseDir();
       })()),
   };
 }
+
+/** How long the worker gets to flush the database before it is terminated. */
+const STOP_TIMEOUT_MS = 15_000;
 
 /**
  * PGlite takes no lock of its own: two processes on one data directory would both write it and
