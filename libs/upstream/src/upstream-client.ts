@@ -149,6 +149,9 @@ export function flattenResponseHeaders(
   return out;
 }
 
+/** Credentials whose searched forms a client keeps (a data plane serves many connections). */
+const SECRET_FORMS_CACHED = 1024;
+
 export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClient {
   const resolve = opts.resolver ?? systemResolve;
 
@@ -300,12 +303,29 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     return headers;
   }
 
+  // The searched forms of a credential, derived once per credential rather than per response:
+  // a connection's secrets are the same on every call until they rotate. Bounded, oldest out.
+  const formsBySecrets = new Map<string, SecretForms>();
+  const secretFormsOf = (secrets: readonly string[] | undefined): SecretForms | null => {
+    if (!secrets?.length) return null;
+    const key = secrets.join('\u0000');
+    let forms = formsBySecrets.get(key);
+    if (forms === undefined) {
+      forms = compileSecretForms(secrets);
+      if (formsBySecrets.size >= SECRET_FORMS_CACHED) {
+        formsBySecrets.delete(formsBySecrets.keys().next().value as string);
+      }
+      formsBySecrets.set(key, forms);
+    }
+    return forms;
+  };
+
   return {
     resolve,
     async request(req) {
       const deadline = AbortSignal.timeout(deadlineMs);
       const res = await send(req, deadline);
-      const secrets = req.secrets?.length ? compileSecretForms(req.secrets) : null;
+      const secrets = secretFormsOf(req.secrets);
       const headers = responseHeaders(res.headers, secrets);
       // Secrets are scrubbed once over the whole body below, not per chunk.
       const body = readableBody(res.body as unknown as Readable, headers, null);
@@ -338,7 +358,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       controller.signal.addEventListener('abort', () => body?.destroy(deadlineError()), { once: true });
       try {
         const res = await send(req, controller.signal);
-        const secrets = req.secrets?.length ? compileSecretForms(req.secrets) : null;
+        const secrets = secretFormsOf(req.secrets);
         const headers = responseHeaders(res.headers, secrets);
         body = readableBody(res.body as unknown as Readable, headers, secrets);
         body.once('close', () => clearTimeout(timer));

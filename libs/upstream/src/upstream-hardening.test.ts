@@ -185,4 +185,18 @@ describe('upstream credential scrubbing', () => {
     }
     await c.close();
   });
+
+  it('regression: one client scrubs each call with its own credential (forms kept per credential)', async () => {
+    const c = client();
+    // A call made with another connection's credential first: its forms are derived and kept,
+    // and must not stand in for the next call's.
+    const other = await readAll(c, '/reflect', ['tok_another_connection_0000']);
+    expect(other.text).toContain(SECRET);
+    for (let i = 0; i < 2; i++) {
+      const res = await readAll(c, '/reflect', [SECRET]);
+      expect(res.text).not.toContain(SECRET);
+      expect(JSON.stringify(res.headers)).not.toContain(SECRET);
+    }
+    await c.close();
+  });
 });
