@@ -6,7 +6,8 @@ import { randomUUID } from 'node:crypto';
  * its variant bits are already right, and the first 48 bits become the timestamp.
  */
 export function uuidv7(now = Date.now()): string {
-  const random = randomUUID().replace(/-/g, '');
-  const hex = now.toString(16).padStart(12, '0').slice(-12) + '7' + random.slice(13);
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  // randomUUID is `xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`: keep everything after its version digit.
+  const random = randomUUID();
+  const ms = now.toString(16).padStart(12, '0').slice(-12);
+  return `${ms.slice(0, 8)}-${ms.slice(8)}-7${random.slice(15)}`;
 }
