@@ -291,6 +291,12 @@ async function main() {
     // (audit writes) that would otherwise silently tax the other modes' rounds.
     const aioCpu = new Map<string, number>();
     const passCpu = new Map<string, number>();
+    // The same, process by process (gateway rounds only): where the vault's CPU goes.
+    const byProcessCpu = new Map<string, Map<string, number>>();
+    const processCpu = async () =>
+      new Map(
+        await Promise.all(group.processes.map(async (p) => [p.label, await procCpuSeconds(p.pid)] as const)),
+      );
     const cpuSeconds = async () => {
       let total = 0;
       for (const p of group.processes) total += await procCpuSeconds(p.pid);
@@ -304,9 +310,16 @@ async function main() {
           const key = `${t.mode}@${concurrency}`;
           const sample = results.get(key) ?? { latenciesNs: [], ok: 0, errors: 0, elapsedMs: 0 };
           results.set(key, sample);
-          const [cpu0, pass0] = [await cpuSeconds(), await passthroughCpu()];
+          const [cpu0, pass0, each0] = [await cpuSeconds(), await passthroughCpu(), await processCpu()];
           await round(t, concurrency, ROUND_MS, sample);
           aioCpu.set(key, (aioCpu.get(key) ?? 0) + (await cpuSeconds()) - cpu0);
+          if (t.mode === 'gateway') {
+            const spent = byProcessCpu.get(key) ?? new Map<string, number>();
+            byProcessCpu.set(key, spent);
+            for (const [label, s] of await processCpu()) {
+              spent.set(label, (spent.get(label) ?? 0) + s - (each0.get(label) ?? 0));
+            }
+          }
           passCpu.set(key, (passCpu.get(key) ?? 0) + (await passthroughCpu()) - pass0);
           // Let asynchronous work of the previous mode (audit writes) settle before the next one.
           await new Promise((res) => setTimeout(res, 150));
@@ -342,6 +355,13 @@ async function main() {
       );
     }
     const get = (mode: Mode, c: number) => rows.find((r) => r.mode === mode && r.concurrency === c)!;
+    for (const c of [1, SATURATION]) {
+      const calls = get('gateway', c).requests;
+      const parts = [...(byProcessCpu.get(`gateway@${c}`) ?? [])].map(
+        ([label, s]) => `${label} ${fmt((s * 1000) / calls, 3)}`,
+      );
+      console.log(`gateway CPU ms/call by process at c=${c}: ${parts.join(', ')}`);
+    }
     const g1 = get('gateway', 1);
     const gS = get('gateway', SATURATION);
     for (const base of ['direct', 'passthrough'] as const) {
