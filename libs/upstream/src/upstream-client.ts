@@ -26,6 +26,7 @@ import {
   scrubSecretsFromText,
   type SecretForms,
 } from './secret-scrubber.js';
+import { createTickCoalescer } from './tick-coalescer.js';
 
 export class UpstreamError extends Error {
   override name = 'UpstreamError';
@@ -262,6 +263,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     raw: Readable,
     headers: Record<string, string>,
     secrets: SecretForms | null,
+    streamed: boolean,
   ): Readable {
     const decoders = decodersFor(headers['content-encoding']);
     if (decoders === null) {
@@ -274,13 +276,17 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       delete headers['content-encoding'];
       delete headers['content-length'];
     }
-    const stages: NodeJS.ReadWriteStream[] = decoders.map((d) => {
+    const stages: NodeJS.ReadWriteStream[] = [
+      // A stream's many small chunks, joined per event-loop turn before any stage sees them.
+      ...(streamed ? [createTickCoalescer()] : []),
+    ];
+    for (const d of decoders) {
       const stage = d();
       // Registered before the pipeline's own listener: the error is marked as the provider's
       // malformed body (502 bad_response) before anything reads it.
       stage.once('error', (err) => decodeFailures.add(err));
-      return stage;
-    });
+      stages.push(stage);
+    }
     const scrub = secrets ? createSecretScrubStream(secrets) : null;
     if (scrub) {
       stages.push(scrub);
@@ -328,7 +334,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       const secrets = secretFormsOf(req.secrets);
       const headers = responseHeaders(res.headers, secrets);
       // Secrets are scrubbed once over the whole body below, not per chunk.
-      const body = readableBody(res.body as unknown as Readable, headers, null);
+      const body = readableBody(res.body as unknown as Readable, headers, null, false);
       const chunks: Buffer[] = [];
       let size = 0;
       try {
@@ -360,7 +366,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
         const res = await send(req, controller.signal);
         const secrets = secretFormsOf(req.secrets);
         const headers = responseHeaders(res.headers, secrets);
-        body = readableBody(res.body as unknown as Readable, headers, secrets);
+        body = readableBody(res.body as unknown as Readable, headers, secrets, true);
         body.once('close', () => clearTimeout(timer));
         return { status: res.statusCode, headers, body };
       } catch (err) {

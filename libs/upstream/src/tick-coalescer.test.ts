@@ -1,0 +1,53 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { createTickCoalescer } from './tick-coalescer.js';
+
+function collect(stage: ReturnType<typeof createTickCoalescer>): Buffer[] {
+  const out: Buffer[] = [];
+  stage.on('data', (c: Buffer) => out.push(c));
+  return out;
+}
+
+describe('tick coalescer', () => {
+  it('passes the chunks of one event-loop turn on as one, bytes and order intact', async () => {
+    const stage = createTickCoalescer();
+    const out = collect(stage);
+    for (const s of ['data: {"a":', '1}\n\n', 'data: [DONE]', '\n\n']) stage.write(Buffer.from(s));
+    await nextTurn();
+    expect(out.map(String)).toEqual(['data: {"a":1}\n\ndata: [DONE]\n\n']);
+  });
+
+  it('never waits for more: each turn’s chunks leave before the next turn', async () => {
+    const stage = createTickCoalescer();
+    const out = collect(stage);
+    stage.write(Buffer.from('first'));
+    await nextTurn();
+    expect(out.map(String)).toEqual(['first']);
+    stage.write(Buffer.from('second'));
+    stage.end(Buffer.from(' and last'));
+    await new Promise((r) => stage.once('end', r));
+    expect(out.map(String)).toEqual(['first', 'second and last']);
+  });
+
+  it('holds writes back while nobody reads (bounded, backpressure reaches the writer)', async () => {
+    const stage = createTickCoalescer();
+    const chunk = Buffer.alloc(1024, 'x');
+    let accepted = 0;
+    // Nothing reads: the writer must be told to stop long before it wrote a megabyte.
+    for (let turn = 0; turn < 64 && accepted < 1024; turn++) {
+      let ok = true;
+      for (let i = 0; i < 16 && ok; i++) {
+        ok = stage.write(chunk);
+        accepted++;
+      }
+      if (!ok) break;
+      await nextTurn();
+    }
+    expect(accepted).toBeLessThan(256);
+    // And reading drains it all, in order.
+    const out = collect(stage);
+    stage.end();
+    await new Promise((r) => stage.once('end', r));
+    expect(Buffer.concat(out).length).toBe(accepted * chunk.length);
+  });
+});
