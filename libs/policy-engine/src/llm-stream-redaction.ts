@@ -78,6 +78,10 @@ interface SseEvent {
 }
 
 function parseEvent(block: string): SseEvent {
+  // The common shape, one `data:` line and nothing else, without splitting.
+  if (block.startsWith('data: ') && block.indexOf('\n') === -1 && block.indexOf('\r') === -1) {
+    return { other: [], data: block.slice(6) };
+  }
   const other: string[] = [];
   const data: string[] = [];
   for (const line of block.split(/\r?\n/)) {
@@ -88,6 +92,7 @@ function parseEvent(block: string): SseEvent {
 }
 
 function serialise(e: SseEvent, data: unknown): string {
+  if (e.other.length === 0) return `data: ${JSON.stringify(data)}\n\n`;
   const lines = [...e.other.filter((l) => l !== ''), `data: ${JSON.stringify(data)}`];
   return `${lines.join('\n')}\n\n`;
 }
@@ -228,6 +233,8 @@ export function createLlmStreamRedaction(
   const decoder = new TextDecoder('utf-8');
   let pending = '';
   let searchFrom = 0;
+  /** The end of an SSE event; its lastIndex is set before every use. */
+  const blankLine = /\r?\n\r?\n/g;
 
   const handle = (block: string): string => {
     if (block.length > MAX_EVENT_BYTES) return `${block}\n\n`;
@@ -249,15 +256,16 @@ export function createLlmStreamRedaction(
     transform(chunk: Buffer, _enc, cb) {
       pending += decoder.decode(chunk, { stream: true });
       let out = '';
+      // Events are cut at each blank line; `start` walks the text and it is sliced once.
+      let start = 0;
       for (;;) {
-        const m = /\r?\n\r?\n/g;
-        m.lastIndex = Math.max(0, searchFrom - 3);
-        const hit = m.exec(pending);
+        blankLine.lastIndex = Math.max(start, searchFrom - 3);
+        const hit = blankLine.exec(pending);
         if (!hit) break;
-        out += handle(pending.slice(0, hit.index));
-        pending = pending.slice(hit.index + hit[0].length);
-        searchFrom = 0;
+        out += handle(pending.slice(start, hit.index));
+        start = hit.index + hit[0].length;
       }
+      if (start > 0) pending = pending.slice(start);
       searchFrom = pending.length;
       cb(null, out === '' ? undefined : Buffer.from(out, 'utf8'));
     },
