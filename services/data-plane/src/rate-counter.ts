@@ -37,26 +37,73 @@ function live(slots: Slots | null, minute: number): Record<string, number> {
   return out;
 }
 
+/** One change a caller asked for, waiting for the next write of its key. */
+interface SlotChange {
+  minute: number;
+  delta: 1 | -1;
+  done(before: Record<string, number>): void;
+  failed(err: unknown): void;
+}
+
 export function createRateCounter(deps: { bus: Bus; names: BusNames }): RateCounter {
   const bucket = deps.bus.kv(deps.names.buckets.rateCounters);
+  /**
+   * Changes of one key made while a write of that key is in flight wait and go out together
+   * in the next one. Each caller racing its own compare-and-set lost to the others every round:
+   * a burst of N calls took O(N^2) round trips and, past MAX_ATTEMPTS, failed calls that were
+   * within the limit. Across replicas the compare-and-set still keeps the count exact.
+   */
+  const waiting = new Map<string, SlotChange[]>();
+  const writing = new Set<string>();
 
-  async function change(key: string, minute: number, delta: 1 | -1) {
+  /** Applies the changes in order to the stored slots; resolves with what each one saw before it. */
+  async function write(key: string, changes: readonly SlotChange[]): Promise<Record<string, number>[]> {
     const kv = await bucket;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const current = await kv.get(key);
-      const m = live((current?.value as Slots | undefined) ?? null, minute);
-      const before = { ...m };
-      const slot = String(minute);
-      m[slot] = Math.max(0, (m[slot] ?? 0) + delta);
+      let m = (current?.value as Slots | undefined)?.m ?? {};
+      const befores: Record<string, number>[] = [];
+      for (const c of changes) {
+        m = live({ v: 1, m }, c.minute);
+        befores.push({ ...m });
+        const slot = String(c.minute);
+        m[slot] = Math.max(0, (m[slot] ?? 0) + c.delta);
+      }
       try {
         await kv.compareAndSet(key, { v: 1, m } satisfies Slots, current?.revision ?? 0);
-        return before;
+        return befores;
       } catch (err) {
         if (!(err instanceof BusConflictError)) throw err;
         // Another replica wrote first: read again.
       }
     }
     throw new Error('rate counter is too contended');
+  }
+
+  async function drain(key: string): Promise<void> {
+    writing.add(key);
+    try {
+      for (let batch = waiting.get(key); batch; batch = waiting.get(key)) {
+        waiting.delete(key);
+        try {
+          const befores = await write(key, batch);
+          batch.forEach((c, i) => c.done(befores[i]!));
+        } catch (err) {
+          for (const c of batch) c.failed(err);
+        }
+      }
+    } finally {
+      writing.delete(key);
+    }
+  }
+
+  function change(key: string, minute: number, delta: 1 | -1): Promise<Record<string, number>> {
+    return new Promise((done, failed) => {
+      const batch = waiting.get(key);
+      if (batch) batch.push({ minute, delta, done, failed });
+      else waiting.set(key, [{ minute, delta, done, failed }]);
+      if (!writing.has(key)) void drain(key);
+    });
   }
 
   return {
