@@ -29,9 +29,10 @@ export interface RateCounter {
 const WINDOW_MINUTES = 60;
 const MAX_ATTEMPTS = 20;
 
-function live(slots: Slots | null, minute: number): Record<string, number> {
+/** The minutes of `m` still inside the window that ends at `minute`, as a new map. */
+function live(m: Readonly<Record<string, number>>, minute: number): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const [k, n] of Object.entries(slots?.m ?? {})) {
+  for (const [k, n] of Object.entries(m)) {
     if (Number(k) > minute - WINDOW_MINUTES && n > 0) out[k] = n;
   }
   return out;
@@ -64,7 +65,7 @@ export function createRateCounter(deps: { bus: Bus; names: BusNames }): RateCoun
       let m = (current?.value as Slots | undefined)?.m ?? {};
       const befores: Record<string, number>[] = [];
       for (const c of changes) {
-        m = live({ v: 1, m }, c.minute);
+        m = live(m, c.minute);
         befores.push({ ...m });
         const slot = String(c.minute);
         m[slot] = Math.max(0, (m[slot] ?? 0) + c.delta);
