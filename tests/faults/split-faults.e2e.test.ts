@@ -270,10 +270,16 @@ describe.skipIf(missing.length > 0)('faults survived, nothing lost (split shape)
     const ok = outcomes.filter((o) => o.status === 200);
     let events: AuditEvent[] = [];
     const deadline = Date.now() + 60_000;
+    // Waits for every row asserted below: a call's execution_requested row can land after its
+    // terminal row (each retried on its own backoff while PostgreSQL was down).
+    const bothRows = (ids: Map<string, AuditEvent>) =>
+      ok.every((o) => {
+        const done = ids.get(o.auditId!);
+        return done !== undefined && ids.has(String(done.metadata.requestAuditId));
+      });
     for (;;) {
       events = await auditAll(admin, { agentId: agent.id });
-      const ids = new Set(events.map((e) => e.auditId));
-      if (ok.every((o) => ids.has(o.auditId!))) break;
+      if (bothRows(new Map(events.map((e) => [e.auditId, e])))) break;
       if (Date.now() > deadline) break;
       await sleep(1_000);
     }
