@@ -18,6 +18,7 @@ import {
 import { HealthResponse } from '@vlt/contracts';
 import { jsonBoundsViolation, REQUEST_JSON_BOUNDS } from '@vlt/policy-engine';
 import { fastifyOtelPlugin } from '@vlt/telemetry';
+import { drainOnClose } from './graceful-close.js';
 import { installErrorHandler } from './error-handler.js';
 import { Errors } from './errors.js';
 import type { ServiceMetrics } from './metrics.js';
@@ -25,6 +26,8 @@ import { readTextBody } from './read-text-body.js';
 
 /** Bodies above this size are handled a turn of the event loop after they were parsed. */
 const LARGE_BODY_BYTES = 256 * 1024;
+/** Below the 15 s after which `runUntilSignal` gives up on the whole drain. */
+const DEFAULT_DRAIN_MS = 10_000;
 
 export type App = FastifyInstance<
   RawServerDefault,
@@ -47,6 +50,8 @@ export interface CreateServiceAppOptions {
   health?: () => Promise<string> | string;
   /** Request rate, latency and errors per route go here (served on the metrics port). */
   metrics?: ServiceMetrics;
+  /** How long `close()` lets requests in flight finish before their connections are cut. */
+  drainMs?: number;
 }
 
 /**
@@ -80,6 +85,7 @@ export async function createServiceApp(opts: CreateServiceAppOptions): Promise<A
     done();
   });
 
+  drainOnClose(app as unknown as App, opts.drainMs ?? DEFAULT_DRAIN_MS);
   opts.metrics?.observe(app);
   // Spans for every route when tracing is on (registered before any route).
   const otel = fastifyOtelPlugin();
