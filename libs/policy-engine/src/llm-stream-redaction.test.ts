@@ -195,6 +195,9 @@ describe('redaction across LLM text deltas', () => {
     expect(holdBackFrom('hello alice')).toBe(6);
     expect(holdBackFrom('hello ')).toBe(6);
     expect(holdBackFrom('call 555 123 ')).toBe(4);
+    // A run of digits glued to a word is held with the word (a custom pattern's `ACCT-1234`).
+    expect(holdBackFrom('see ACCT-1234 ')).toBe(4);
+    expect(holdBackFrom('see ACCT1234')).toBe(4);
     expect(holdBackFrom('x'.repeat(1000))).toBe(1000 - MAX_HELD);
   });
 

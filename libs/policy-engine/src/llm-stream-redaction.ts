@@ -6,8 +6,8 @@
  * stage follows each provider's text deltas (per choice, content block or candidate), holds
  * back the tail of the text that could still become part of a match — the last word, and a run
  * of digits and separators before it (phone, card, SSN and IP shapes span spaces, dashes and
- * dots) — and emits it, redacted, in a later event, or in one synthetic delta event before the
- * text ends. The agent's SDK accumulates the same text, shifted by at most MAX_HELD characters.
+ * dots) with the word that run is glued to (`ACCT-1234`) — and emits it, redacted, in a later
+ * event, or in one synthetic delta event before the text ends. The agent's SDK accumulates the same text, shifted by at most MAX_HELD characters.
  *
  * Bounded and linear: an event larger than MAX_EVENT_BYTES, or anything that is not one of the
  * provider's JSON events, passes unchanged (the per-event filters before this stage still
@@ -33,7 +33,11 @@ export function holdBackFrom(text: string): number {
     if (isDigit(text.charCodeAt(j - 1))) digits = true;
     j--;
   }
-  if (digits) i = j;
+  if (digits) {
+    // ...and the word the run is glued to: `ACCT-1234` is one match to a custom pattern.
+    if (!isSpace(text.charCodeAt(j))) while (j > 0 && !isSpace(text.charCodeAt(j - 1))) j--;
+    i = j;
+  }
   return Math.max(i, text.length - MAX_HELD);
 }
 
