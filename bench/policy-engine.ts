@@ -13,6 +13,9 @@
  * raw-json.ts) on the LLM stream, interleaved in the same run, for the typical policy (built-in
  * redactions and one custom pattern) and for the same policy without the custom pattern.
  *
+ * The last section does the same for the LLM proxy's redaction across text deltas
+ * (llm-stream-redaction.ts): its raw path against the parsing path, on the same stream.
+ *
  * bench/streaming.ts measures the same filters end to end, through the gateway.
  */
 import { Readable, Transform, Writable } from 'node:stream';
@@ -21,6 +24,7 @@ import type { PolicyDocument } from '@vlt/contracts';
 import type { ExecutionContext, ExecutionRequest, PolicyRuntime } from '@vlt/policy-engine';
 import {
   compilePolicy,
+  createLlmStreamRedaction,
   createResponseFilterNodeStream,
   createResponseFilterStream,
   evaluateExecution,
@@ -391,3 +395,31 @@ console.log('  Events whose JSON cannot change are emitted as their bytes withou
 console.log(
   '  events with PII-like strings, escapes, big numbers or custom-pattern matches take the full path.',
 );
+
+// ------------------------------------------------- LLM delta redaction: raw path vs parsing path
+
+const deltaDetectors = planResponse(runtime, route)?.detectors ?? [];
+if (deltaDetectors.length === 0) throw new Error('expected the typical policy to redact');
+console.log(
+  `\nLLM delta redaction across events (the LLM proxy's stage after the filter), parsing path vs raw path (interleaved, best of ${ROUNDS}):`,
+);
+for (const [label, chunks] of [
+  ['1 event per chunk', events],
+  ['16 KiB chunks', rechunk(events, 16384)],
+] as const) {
+  let identity = Number.POSITIVE_INFINITY;
+  let parsing = Number.POSITIVE_INFINITY;
+  let raw = Number.POSITIVE_INFINITY;
+  for (let r = 0; r < ROUNDS; r++) {
+    identity = Math.min(identity, await nodeRun(chunks, identityNode()));
+    parsing = Math.min(
+      parsing,
+      await nodeRun(chunks, createLlmStreamRedaction('openai', deltaDetectors, { rawPath: false })),
+    );
+    raw = Math.min(raw, await nodeRun(chunks, createLlmStreamRedaction('openai', deltaDetectors)));
+  }
+  const us = (ms: number) => fmt((1000 * ms) / events.length, 2).padStart(5);
+  console.log(
+    `  ${label.padEnd(18)} passthrough transform ${us(identity)} µs/event | parsing path ${us(parsing)} µs/event → ${fmt(identity / parsing)}× | raw path ${us(raw)} µs/event → ${fmt(identity / raw)}× (${fmt(parsing / raw)}× faster)`,
+  );
+}

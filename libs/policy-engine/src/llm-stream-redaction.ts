@@ -106,18 +106,79 @@ const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && 
 
 /** One protocol's view of an event: rewrites its deltas in place; returns events to send before it. */
 interface Protocol {
+  /**
+   * The event's output when it is the protocol's common text delta, read from its text alone;
+   * undefined sends it down the parsing path. See "The raw path" below.
+   */
+  rewriteRaw?(block: string, r: DeltaRedactor): string | undefined;
   rewrite(event: SseEvent, data: Json, r: DeltaRedactor): { before: string[]; changed: boolean };
   /** Synthetic events carrying held text at the end of the stream. */
   finish(r: DeltaRedactor): string[];
 }
 
+/*
+ * The raw path (ADR 0064). Nearly every event of a stream is one text delta, and parsing and
+ * re-serialising each one cost more than a bare proxy spends on the whole event. An event whose
+ * text matches one of the patterns below is rewritten in place instead: the patterns accept
+ * only valid JSON (RFC 8259 strings and numbers, no whitespace) of exactly the shape the parsing
+ * path rewrites, with the delta's key at a fixed place and no other member that could stand for
+ * it (a key that repeats `choices` is refused: JSON.parse would keep the last one). The delta's
+ * string literal is decoded, given to the same `DeltaRedactor.emit` call the parsing path
+ * makes, and replaced by the JSON of the result when that differs. What the agent parses is
+ * then the parsing path's event; only an unchanged event keeps its original bytes. Both
+ * patterns are linear: every alternation starts on a distinct character. A test runs both
+ * paths on the same streams and compares the parsed events.
+ */
+const JSON_STRING = String.raw`"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"`;
+const JSON_NUMBER = String.raw`-?(?:0|[1-9]\d{0,30})(?:\.\d{1,30})?(?:[eE][+-]?\d{1,5})?`;
+const JSON_SCALAR = `(?:${JSON_STRING}|${JSON_NUMBER}|null|true|false)`;
+/** A top-level member with a scalar value, never named `choices`. */
+const SCALAR_MEMBER = `"(?!choices")[A-Za-z_]{1,64}":${JSON_SCALAR}`;
+const INDEX = String.raw`(0|[1-9]\d{0,8})`;
+
+const OPENAI_DELTA = new RegExp(
+  String.raw`^data: \{(?:${SCALAR_MEMBER},)*"choices":\[\{"index":${INDEX},"delta":\{(?:"role":"assistant",)?"content":(${JSON_STRING})(?:,"refusal":null)?\},(?:"logprobs":null,)?"finish_reason":null\}\](?:,${SCALAR_MEMBER})*\}$`,
+  'd',
+);
+const ANTHROPIC_DELTA = new RegExp(
+  String.raw`^event: content_block_delta\r?\ndata: \{"type":"content_block_delta","index":${INDEX},"delta":\{"type":"text_delta","text":(${JSON_STRING})\}\}$`,
+  'd',
+);
+
+/** The block with its delta literal (match group 2) rewritten by `emit`; the event's output. */
+function rewriteLiteral(block: string, m: RegExpExecArray, emit: (text: string) => string): string {
+  const [from, to] = m.indices![2]!;
+  const literal = block.slice(from, to);
+  const text = literal.includes('\\') ? (JSON.parse(literal) as string) : literal.slice(1, -1);
+  const out = emit(text);
+  if (out === text) return `${block}\n\n`;
+  return `${block.slice(0, from)}${JSON.stringify(out)}${block.slice(to)}\n\n`;
+}
+
 function openAi(): Protocol {
   let template: Json = {};
+  /** The latest event the template is taken from, when that event took the raw path. */
+  let templateSource: string | null = null;
+  const currentTemplate = (): Json => {
+    if (templateSource !== null) {
+      const data = JSON.parse(templateSource.slice('data: '.length)) as Json;
+      template = { id: data.id, object: data.object, created: data.created, model: data.model };
+      templateSource = null;
+    }
+    return template;
+  };
   return {
+    rewriteRaw(block, r) {
+      const m = OPENAI_DELTA.exec(block);
+      if (!m) return undefined;
+      templateSource = block;
+      return rewriteLiteral(block, m, (text) => r.emit(`c${m[1]!}`, text));
+    },
     rewrite(_e, data, r) {
       const choices = data.choices;
       if (!Array.isArray(choices)) return { before: [], changed: false };
       template = { id: data.id, object: data.object, created: data.created, model: data.model };
+      templateSource = null;
       let changed = false;
       for (const ch of choices) {
         if (!isObj(ch)) continue;
@@ -142,7 +203,7 @@ function openAi(): Protocol {
       return r.slots().map((slot) => {
         const index = Number(slot.slice(1));
         const chunk = {
-          ...template,
+          ...currentTemplate(),
           choices: [{ index, delta: { content: r.flush(slot) }, finish_reason: null }],
         };
         return `data: ${JSON.stringify(chunk)}\n\n`;
@@ -155,6 +216,11 @@ function anthropic(): Protocol {
   const synthetic = (index: number, text: string) =>
     `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index, delta: { type: 'text_delta', text } })}\n\n`;
   return {
+    rewriteRaw(block, r) {
+      const m = ANTHROPIC_DELTA.exec(block);
+      if (!m) return undefined;
+      return rewriteLiteral(block, m, (text) => r.emit(`b${m[1]!}`, text));
+    },
     rewrite(_e, data, r) {
       const index = typeof data.index === 'number' ? data.index : 0;
       const slot = `b${index}`;
@@ -231,9 +297,12 @@ const PROTOCOLS: Record<LlmStreamProtocol, () => Protocol> = { openai: openAi, a
 export function createLlmStreamRedaction(
   protocol: LlmStreamProtocol,
   detectors: readonly Detector[],
+  /** `rawPath: false` parses every event (the tests compare both paths). */
+  options: { rawPath?: boolean } = {},
 ): Transform {
   const r = new DeltaRedactor(detectors);
   const p = PROTOCOLS[protocol]();
+  const rewriteRaw = options.rawPath === false ? undefined : p.rewriteRaw;
   const decoder = new TextDecoder('utf-8');
   let pending = '';
   let searchFrom = 0;
@@ -242,6 +311,8 @@ export function createLlmStreamRedaction(
 
   const handle = (block: string): string => {
     if (block.length > MAX_EVENT_BYTES) return `${block}\n\n`;
+    const raw = rewriteRaw?.(block, r);
+    if (raw !== undefined) return raw;
     const event = parseEvent(block);
     if (event.data === null) return `${block}\n\n`;
     if (event.data.trim() === '[DONE]') return `${p.finish(r).join('')}${block}\n\n`;
