@@ -436,6 +436,25 @@ describe('raw JSON check', () => {
     expect(accepts(nested(RAW_MAX_DEPTH + 1), all())).toBe(false);
   });
 
+  it('keeps finding repeated keys once its key scratch has grown, and leaves more than it holds to the full path', () => {
+    const check = all();
+    const members = (n: number, from = 0) =>
+      Array.from({ length: n }, (_, i) => `"k${(i + from).toString(36)}":1`).join(',');
+    // Past the scratch's first size (64 keys), open objects nested and side by side.
+    expect(accepts(`{${members(200)}}`, check)).toBe(true);
+    expect(accepts(`{${members(50)},"in":{${members(50, 50)},"deep":{${members(40, 100)}}}}`, check)).toBe(
+      true,
+    );
+    // A repeated key is still found after the scratch grew: JSON.parse would drop the first value.
+    expect(accepts(`{${members(150)},"k0":2}`, check)).toBe(false);
+    expect(accepts(`{${members(70)},"in":{${members(70)}},"k1":2}`, check)).toBe(false);
+    // The same check again on a small text: the grown scratch is reused, nothing is left over.
+    expect(accepts('{"k0":1,"in":{"k0":1}}', check)).toBe(true);
+    // More open keys than the scratch may ever hold: the full path decides.
+    expect(accepts(`{${members(4096)}}`, check)).toBe(true);
+    expect(accepts(`{${members(4097)}}`, check)).toBe(false);
+  });
+
   it('reads a single line without line breaks as whitespace', () => {
     const b = enc.encode('{"a": [1, 2]}  \n\n');
     expect(rawJsonEnd(b, 0, b.length, all(), false)).toBe(15);

@@ -54,6 +54,11 @@ if (RAW_MAX_DEPTH >= MAX_JSON_DEPTH) throw new Error('RAW_MAX_DEPTH must stay be
 
 /** Keys of all open objects the scratch holds; a text with more takes the full path. */
 const MAX_OPEN_KEYS = 4096;
+/**
+ * The key scratch starts this small and doubles up to MAX_OPEN_KEYS: every stream with a filter
+ * has its own, and a full-size one (16 KiB) was a quarter of what an LLM stream holds.
+ */
+const INITIAL_OPEN_KEYS = 64;
 /** Objects with fewer keys are searched linearly (cheapest for the common small object). */
 const LINEAR_KEYS = 16;
 
@@ -75,7 +80,7 @@ export interface RawJsonCheck {
    * Hashes of the keys of all open objects, innermost last (a repeated key forces the full
    * path); keyStart[d] is where the keys of the container open at depth d begin.
    */
-  readonly keys: Int32Array;
+  keys: Int32Array;
   readonly keyStart: Int32Array;
   keyCount: number;
   /** Per depth: the keys of the open object as a set, once it is wide (cleared when one opens). */
@@ -133,7 +138,7 @@ export function rawJsonCheck(plan: ResponsePlan, decode: (bytes: Uint8Array) => 
     plus,
     dot,
     stack: new Uint8Array(RAW_MAX_DEPTH),
-    keys: new Int32Array(MAX_OPEN_KEYS),
+    keys: new Int32Array(INITIAL_OPEN_KEYS),
     keyStart: new Int32Array(RAW_MAX_DEPTH),
     keyCount: 0,
     keySets: [],
@@ -326,8 +331,12 @@ function scanKey(
     if (seen.has(h)) return -1;
     seen.add(h);
   }
-  if (check.keyCount === keys.length) return -1; // more keys open than the scratch holds
-  keys[check.keyCount++] = h;
+  if (check.keyCount === keys.length) {
+    if (keys.length >= MAX_OPEN_KEYS) return -1; // more keys open than the scratch may hold
+    check.keys = new Int32Array(Math.min(keys.length * 2, MAX_OPEN_KEYS));
+    check.keys.set(keys);
+  }
+  check.keys[check.keyCount++] = h;
   i = skipWs(b, i, end, lineBreaks);
   return i < end && b[i] === COLON ? i + 1 : -1;
 }
