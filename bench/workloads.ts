@@ -5,13 +5,15 @@
 
 /**
  * An LLM-style event stream: `count` small chat-completion chunks, one SSE event per element,
- * an e-mail address in every 50th and a phone number in every 70th, then `data: [DONE]`.
+ * an e-mail address in every 50th and a phone number in every 70th (none with `pii: false`),
+ * then `data: [DONE]`.
  */
-export function llmEvents(count: number): Buffer[] {
+export function llmEvents(count: number, { pii = true }: { pii?: boolean } = {}): Buffer[] {
   const chunks: Buffer[] = [];
   for (let i = 0; i < count; i++) {
-    const content =
-      i % 50 === 0
+    const content = !pii
+      ? ` token${i % 97}`
+      : i % 50 === 0
         ? ' reach me at jane.doe@example.com'
         : i % 70 === 0
           ? ' or +1 415 555 2671'
