@@ -12,7 +12,7 @@
  *   sse-16k   – the sse-1ev bytes in 16 KiB writes;
  *   text-16k  – ~4 MB of `text/plain; charset=utf-8` in 16 KiB writes, every line with an
  *               e-mail and a phone number (PII-dense).
- * Four modes:
+ * BENCH_SCENARIOS=<key>,… runs only those bodies (to profile one shape). Four modes:
  *   bare              – a bare `node:http` proxy (this file, `--role=bare`) that adds the
  *                       credential and pipes the upstream's body: the baseline;
  *   no rules          – the gateway, an agent whose policy has no response rules;
@@ -73,7 +73,7 @@ interface Scenario {
   build(): Buffer[];
 }
 
-const SCENARIOS: Scenario[] = [
+const ALL_SCENARIOS: Scenario[] = [
   {
     key: 'sse-1ev',
     name: 'SSE, 1 event per write (LLM stream)',
@@ -107,6 +107,11 @@ const SCENARIOS: Scenario[] = [
     build: () => textChunks(4 << 20),
   },
 ];
+
+/** BENCH_SCENARIOS=sse-16k,text-16k measures only those (to profile one shape). */
+const SCENARIOS = ((only) => (only ? ALL_SCENARIOS.filter((s) => only.includes(s.key)) : ALL_SCENARIOS))(
+  process.env.BENCH_SCENARIOS?.split(','),
+);
 
 // ---------------------------------------------------------------------------------------------
 // Child role: the upstream
