@@ -7,7 +7,9 @@
  *                  does the minimum a gateway must: parse the JSON request, inject Basic
  *                  credentials, call upstream, wrap the answer in the Model B envelope,
  *   gateway      – through the real data plane: the all-in-one process, set up over the API,
- *                  `POST /v1/vault/execute` with an agent token (full pipeline incl. audit),
+ *                  `POST /v1/vault/execute` with an agent token (full pipeline incl. audit);
+ *                  with `--shape=split`, the production shape over PostgreSQL and NATS: control
+ *                  plane, two data planes (calls alternate), audit writer and notifier,
  * in interleaved rounds (direct, passthrough, gateway, direct, …) so drift and noise hit all
  * three alike, at concurrency 1 and at saturation. Upstream and both proxies run in their own
  * processes so no mode shares an event loop with the load generator.
@@ -92,7 +94,8 @@ type Mode = 'direct' | 'passthrough' | 'gateway';
 
 interface Target {
   mode: Mode;
-  pool: Pool;
+  /** One pool per instance; calls alternate between them (the split shape's two data planes). */
+  pools: Pool[];
   send(pool: Pool): Promise<number>;
 }
 
@@ -106,11 +109,12 @@ interface Sample {
 async function round(target: Target, concurrency: number, ms: number, sample: Sample) {
   const until = performance.now() + ms;
   const started = performance.now();
+  let next = 0;
   const worker = async () => {
     while (performance.now() < until) {
       const t0 = process.hrtime.bigint();
       try {
-        const status = await target.send(target.pool);
+        const status = await target.send(target.pools[next++ % target.pools.length]!);
         if (status === 200) {
           sample.ok++;
           sample.latenciesNs.push(process.hrtime.bigint() - t0);
@@ -169,9 +173,11 @@ async function main() {
     };
     const masterKey = randomBytes(32).toString('base64');
     let adminBase: string;
-    let gatewayBase: string;
+    let gatewayBases: string[];
     if (SHAPE === 'split') {
-      // Production shape: control plane, one data plane and the audit writer over real PostgreSQL and NATS.
+      // Production shape, as the performance issue measured it: control plane, two data planes
+      // (the agent's calls alternate between them), the audit writer and the notifier over real
+      // PostgreSQL and NATS.
       const { createRunDatabase } = await import('@vlt/test-support/run-database.js');
       const runId = randomBytes(4).toString('hex');
       const db = await createRunDatabase(
@@ -193,19 +199,21 @@ async function main() {
         port,
         env: { ...bus, DATABASE_URL: db.url, VLT_MASTER_KEY: masterKey },
       });
-      const [dp] = await Promise.all([
-        group.start('data-plane', { env: bus }),
+      const [dp1, dp2] = await Promise.all([
+        group.start('data-plane', { label: 'data-plane-1', env: bus }),
+        group.start('data-plane', { label: 'data-plane-2', env: bus }),
         group.start('audit', { env: { ...bus, DATABASE_URL: db.url } }),
+        group.start('notifier', { env: { ...bus, DATABASE_URL: db.url } }),
       ]);
       adminBase = cp.baseUrl;
-      gatewayBase = dp!.baseUrl;
+      gatewayBases = [dp1!.baseUrl, dp2!.baseUrl];
     } else {
       const aio = await group.start('all-in-one', {
         port,
         env: { ...common, VLT_DATA_DIR: dataDir, VLT_MASTER_KEY: masterKey },
       });
       adminBase = aio.baseUrl;
-      gatewayBase = aio.baseUrl;
+      gatewayBases = [aio.baseUrl];
     }
     const { user } = await api.signUp(
       adminBase,
@@ -244,7 +252,7 @@ async function main() {
     const targets: Target[] = [
       {
         mode: 'direct',
-        pool: pool(upstreamBase, true),
+        pools: [pool(upstreamBase, true)],
         send: async (p) =>
           readJson(
             await p.request({ method: 'GET', path: '/rest/api/3/myself', headers: { authorization: BASIC } }),
@@ -252,7 +260,7 @@ async function main() {
       },
       {
         mode: 'passthrough',
-        pool: pool(`http://127.0.0.1:${passthrough.port}`),
+        pools: [pool(`http://127.0.0.1:${passthrough.port}`)],
         send: async (p) =>
           readJson(
             await p.request({
@@ -265,7 +273,7 @@ async function main() {
       },
       {
         mode: 'gateway',
-        pool: pool(gatewayBase),
+        pools: gatewayBases.map((b) => pool(b)),
         send: async (p) =>
           readJson(
             await p.request({
@@ -281,8 +289,10 @@ async function main() {
 
     // Sanity: each path answers 200 before anything is measured.
     for (const t of targets) {
-      const status = await t.send(t.pool);
-      if (status !== 200) throw new Error(`${t.mode} answered ${status} on the first call`);
+      for (const p of t.pools) {
+        const status = await t.send(p);
+        if (status !== 200) throw new Error(`${t.mode} answered ${status} on the first call`);
+      }
     }
     // Warm-up (JIT, connection pools, caches); not recorded.
     for (const t of targets) await round(t, 8, 700, { latenciesNs: [], ok: 0, errors: 0, elapsedMs: 0 });
