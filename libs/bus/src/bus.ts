@@ -70,6 +70,12 @@ export interface ConsumerOptions {
    * writer inserts them in one statement). Each message is still acked on its own outcome.
    */
   concurrency?: number;
+  /**
+   * Where a durable created by this call starts: the stream sequence of its first event
+   * (default: the oldest event kept). Ignored when the durable exists already. With
+   * `durableAckFloor`, lets new durables take over from one they replace (ADR 0065).
+   */
+  startSequence?: number;
 }
 
 export interface Consumer {
@@ -95,6 +101,16 @@ export interface Bus {
    */
   publish(subject: string, data: unknown, opts: { msgId: string; headers?: Headers }): Promise<void>;
   consume(opts: ConsumerOptions, handler: (msg: StreamMessage) => Promise<HandlerOutcome>): Promise<Consumer>;
+  /**
+   * The stream sequence up to which a durable has finished every event of its filter, or null
+   * when no such durable exists. Events after it may have been handled too (out of order).
+   */
+  durableAckFloor(durable: string): Promise<number | null>;
+  /**
+   * Removes a durable consumer and its position (stop its consumers first); nothing happens
+   * when it does not exist.
+   */
+  deleteDurable(durable: string): Promise<void>;
   /** Request/reply; rejects with BusTimeoutError or BusNoRespondersError. */
   request(subject: string, data: unknown, opts?: RequestOptions): Promise<unknown>;
   /**

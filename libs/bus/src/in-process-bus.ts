@@ -131,8 +131,20 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
       if (!subjectMatches(names.eventsWildcard, filter)) {
         throw new BusError(`filter ${filter} is outside the events stream (${names.eventsWildcard})`);
       }
-      const durable = stream.durable(copts.durable, filter, copts.maxDeliver ?? 10);
+      const durable = stream.durable(copts.durable, filter, copts.maxDeliver ?? 10, copts.startSequence);
       return track(runConsumer(stream, durable, handler, log, Math.max(1, copts.concurrency ?? 1)));
+    },
+
+    async durableAckFloor(durable) {
+      assertOpen();
+      assertDurableName(durable);
+      return stream.ackFloorOf(durable);
+    },
+
+    async deleteDurable(durable) {
+      assertOpen();
+      assertDurableName(durable);
+      stream.deleteDurable(durable);
     },
 
     async request(subject, data, ropts) {
@@ -464,7 +476,7 @@ class MemoryStream {
     for (const d of this.durables.values()) for (const wake of d.waiters) wake();
   }
 
-  durable(name: string, filter: string, maxDeliver: number): DurableState {
+  durable(name: string, filter: string, maxDeliver: number, startSequence?: number): DurableState {
     const existing = this.durables.get(name);
     if (existing) {
       // A changed filter would silently skip or replay events; same rule as on NATS.
@@ -478,8 +490,8 @@ class MemoryStream {
       name,
       filter,
       maxDeliver,
-      // Deliver-all: a new durable starts at the oldest event still kept.
-      ackFloor: this.firstSeq() - 1,
+      // Deliver-all: a new durable starts at the oldest event still kept, or at startSequence.
+      ackFloor: Math.max(this.firstSeq() - 1, (startSequence ?? 0) - 1),
       done: new Set(),
       pending: new Map(),
       inFlight: new Set(),
@@ -541,6 +553,15 @@ class MemoryStream {
       if (e.seq > d.ackFloor && !d.done.has(e.seq) && subjectMatches(d.filter, e.subject)) n++;
     }
     return n;
+  }
+
+  ackFloorOf(name: string): number | null {
+    return this.durables.get(name)?.ackFloor ?? null;
+  }
+
+  /** Forgets the durable and its position (callers stop its consumers first). */
+  deleteDurable(name: string): void {
+    this.durables.delete(name);
   }
 
   finish(d: DurableState, seq: number): void {

@@ -251,6 +251,29 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
       );
     },
 
+    async durableAckFloor(durable) {
+      assertOpen();
+      assertDurableName(durable);
+      try {
+        const info = await jsm.consumers.info(names.eventsStream, durable);
+        return info.ack_floor.stream_seq;
+      } catch (err) {
+        if (isApiError(err, JetStreamApiCodes.ConsumerNotFound)) return null;
+        throw wrap(err, `cannot look up consumer ${durable}`);
+      }
+    },
+
+    async deleteDurable(durable) {
+      assertOpen();
+      assertDurableName(durable);
+      try {
+        await jsm.consumers.delete(names.eventsStream, durable);
+      } catch (err) {
+        if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound))
+          throw wrap(err, `cannot delete consumer ${durable}`);
+      }
+    },
+
     async request(subject, data, ropts?: RequestOptions) {
       assertOpen();
       assertSubject(subject);
@@ -405,7 +428,8 @@ async function ensureEventsStream(
 async function ensureDurable(
   jsm: JetStreamManager,
   stream: string,
-  c: Required<Pick<ConsumerOptions, 'durable' | 'filterSubject' | 'maxDeliver' | 'ackWaitMs'>>,
+  c: Required<Pick<ConsumerOptions, 'durable' | 'filterSubject' | 'maxDeliver' | 'ackWaitMs'>> &
+    Pick<ConsumerOptions, 'startSequence'>,
 ): Promise<void> {
   let info;
   try {
@@ -419,7 +443,9 @@ async function ensureDurable(
       await jsm.consumers.add(stream, {
         durable_name: c.durable,
         ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
+        ...(c.startSequence === undefined
+          ? { deliver_policy: DeliverPolicy.All }
+          : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: c.startSequence }),
         filter_subject: c.filterSubject,
         max_deliver: c.maxDeliver,
         ack_wait: nanos(c.ackWaitMs),

@@ -409,6 +409,53 @@ export function describeBusConformance(label: string, open: () => Promise<Confor
         ).rejects.toBeInstanceOf(BusPublishError);
       });
 
+      it('a new durable can take over where a retired one stopped (startSequence, durableAckFloor, deleteDurable)', async () => {
+        const { subject, filter, durable } = topic();
+        expect(await bus.durableAckFloor(durable)).toBeNull();
+        for (let i = 1; i <= 3; i++) await bus.publish(subject, i, { msgId: `${durable}-${i}` });
+        const old = new Inbox<unknown>();
+        const c = await bus.consume({ durable, filterSubject: filter }, async (m) => (old.push(m.data), ack));
+        await old.count(3);
+        await c.stop();
+        const floor = await bus.durableAckFloor(durable);
+        expect(floor).toEqual(expect.any(Number));
+        // Published while nobody consumes: the successor must get exactly these.
+        for (let i = 4; i <= 5; i++) await bus.publish(subject, i, { msgId: `${durable}-${i}` });
+        const next = new Inbox<unknown>();
+        const successor = `${durable}-next`;
+        const s = await bus.consume(
+          { durable: successor, filterSubject: filter, startSequence: floor! + 1 },
+          async (m) => (next.push(m.data), ack),
+        );
+        await next.count(2);
+        await sleep(100);
+        await s.stop();
+        expect(next.items).toEqual([4, 5]);
+        await bus.deleteDurable(durable);
+        expect(await bus.durableAckFloor(durable)).toBeNull();
+        await bus.deleteDurable(durable); // deleting what is gone is not an error
+        // An existing durable keeps its own position: startSequence applies only on creation.
+        const again = new Inbox<unknown>();
+        await bus.publish(subject, 6, { msgId: `${durable}-6` });
+        const s2 = await bus.consume(
+          { durable: successor, filterSubject: filter, startSequence: 1 },
+          async (m) => (again.push(m.data), ack),
+        );
+        await again.count(1);
+        await sleep(100);
+        await s2.stop();
+        expect(again.items).toEqual([6]);
+        // A durable created afresh without startSequence still gets everything kept.
+        const all = new Inbox<unknown>();
+        const s3 = await bus.consume(
+          { durable, filterSubject: filter },
+          async (m) => (all.push(m.data), ack),
+        );
+        await all.count(6);
+        await s3.stop();
+        expect(all.items).toEqual([1, 2, 3, 4, 5, 6]);
+      });
+
       it('refuses to re-create a durable with a different filter', async () => {
         const a = topic();
         const c = await bus.consume({ durable: a.durable, filterSubject: a.filter }, async () => ack);
