@@ -5,7 +5,7 @@
  * and only the destinations still missing are tried again.
  */
 import type { Bus, BusNames, Consumer, HandlerOutcome, StreamMessage } from '@vlt/bus';
-import { AuditEventMessage } from '@vlt/contracts';
+import { AuditAction, AuditEventMessage, eventCategory } from '@vlt/contracts';
 import type { PrismaClient } from '@vlt/db';
 import type { Transport } from '@vlt/notify';
 import type { FastifyBaseLogger } from 'fastify';
@@ -91,19 +91,81 @@ export function notificationHandler(deps: NotifierDeps) {
   }
 }
 
-export function startNotifier(deps: NotifierDeps): Promise<Consumer> {
-  return deps.bus.consume(
-    {
-      durable: deps.names.durable.notifier,
-      filterSubject: deps.names.eventsWildcard,
-      // Enough attempts to ride out a provider outage of several minutes at the 60 s backoff cap.
-      maxDeliver: 20,
-      ackWaitMs: deps.ackWaitMs ?? 30_000,
-      // A slow provider must not queue every other workspace's approvals behind it. Order is not
-      // kept: an outcome that overtakes its notice finds nothing to edit, and the notice is not
-      // sent for an approval that is no longer pending (channelsForNotifier).
-      concurrency: 8,
+/**
+ * The notifier's subscriptions: one durable per stream subject it acts on, so the broker never
+ * delivers it the execution traffic (most of the stream). A category whose every action is
+ * wanted is one wildcard. NATS 2.9 gives a consumer one filter subject, hence several durables.
+ */
+export function notifierSubscriptions(names: BusNames): Array<{ durable: string; filterSubject: string }> {
+  const byCategory = new Map<string, AuditAction[]>();
+  for (const action of AuditAction.options) {
+    const category = eventCategory(action);
+    byCategory.set(category, [...(byCategory.get(category) ?? []), action]);
+  }
+  const out: Array<{ durable: string; filterSubject: string }> = [];
+  for (const [category, actions] of byCategory) {
+    const wanted = actions.filter((a) => NOTIFIER_ACTIONS.has(a));
+    if (wanted.length === actions.length) {
+      out.push({
+        durable: `${names.durable.notifier}-${category}`,
+        filterSubject: names.eventSubject(category, '>'),
+      });
+    } else {
+      for (const action of wanted)
+        out.push({
+          durable: `${names.durable.notifier}-${action}`,
+          filterSubject: names.eventSubject(category, action),
+        });
+    }
+  }
+  return out;
+}
+
+/**
+ * Starts the notifier's consumers. An earlier release read the whole stream with one durable
+ * (`names.durable.notifier`): when it still exists, the new durables start right after what it
+ * had finished, and it is removed once they all exist (ADR 0065). Events it had finished out
+ * of order may come again; deliveries are idempotent per event.
+ */
+export async function startNotifier(deps: NotifierDeps): Promise<Consumer> {
+  const handler = notificationHandler(deps);
+  const retired = deps.names.durable.notifier;
+  const floor = await deps.bus.durableAckFloor(retired);
+  const consumers: Consumer[] = [];
+  try {
+    for (const sub of notifierSubscriptions(deps.names)) {
+      consumers.push(
+        await deps.bus.consume(
+          {
+            ...sub,
+            // Enough attempts to ride out a provider outage of several minutes at the 60 s backoff cap.
+            maxDeliver: 20,
+            ackWaitMs: deps.ackWaitMs ?? 30_000,
+            // A slow provider must not queue every other workspace's approvals behind it. Order is
+            // not kept: an outcome that overtakes its notice finds nothing to edit, and the notice is
+            // not sent for an approval that is no longer pending (channelsForNotifier).
+            concurrency: 8,
+            ...(floor !== null && { startSequence: floor + 1 }),
+          },
+          handler,
+        ),
+      );
+    }
+  } catch (err) {
+    await Promise.all(consumers.map((c) => c.stop()));
+    throw err;
+  }
+  if (floor !== null) {
+    await deps.bus.deleteDurable(retired);
+    deps.logger.info({ durable: retired, floor }, 'notifier: replaced the single durable by one per subject');
+  }
+  return {
+    async stop() {
+      await Promise.all(consumers.map((c) => c.stop()));
     },
-    notificationHandler(deps),
-  );
+    async pending() {
+      const each = await Promise.all(consumers.map((c) => c.pending()));
+      return each.reduce((a, b) => a + b, 0);
+    },
+  };
 }
