@@ -43,7 +43,9 @@ export function notificationRoutes(deps: ControlPlaneDeps, opts: { heartbeatMs?:
         hub = undefined; // the next stream tries again
         throw err;
       }));
-    app.addHook('onClose', async () => {
+    // preClose, not onClose: an open stream is a response in flight, and the server's close
+    // waits for those; ending the streams first lets it finish (ADR 0063).
+    app.addHook('preClose', async () => {
       if (hub) await (await hub.catch(() => null))?.stop();
     });
 
