@@ -150,7 +150,7 @@ describe.skipIf(unavailable)(`traces across the split shape ${realServices.missi
         (s) =>
           s.service === 'vlt-data-plane' && s.kind === KIND.producer && /execution_completed$/.test(s.name),
       );
-      if (audited && dbWrite && completedPublished && trace.some((s) => s.service === 'vlt-notifier')) break;
+      if (audited && dbWrite && completedPublished) break;
       await sleep(200);
     }
     expect(root, 'the data plane names its route span by route').toBeDefined();
@@ -169,7 +169,32 @@ describe.skipIf(unavailable)(`traces across the split shape ${realServices.missi
       trace.some((s) => s.service === 'vlt-audit' && /prisma|INSERT/i.test(s.name)),
       `a database span under the audit consumer:\n${names.join('\n')}`,
     ).toBe(true);
-    expect(has('vlt-notifier', KIND.consumer, /^process /), names.join('\n')).toBe(true);
+
+    // The notifier is handed only what it acts on (ADR 0065): an allowed call is not, a denied
+    // one is (the security-alert detector counts denials), and its span joins the call's trace.
+    const denied = await execute(dp.baseUrl, token, {
+      connectionId: conn.connection.id,
+      method: 'GET',
+      url: `${fx.mock.baseUrl}/rest/api/3/not-on-the-allowlist`,
+    });
+    expect(denied.status).toBe(403);
+    let notified: ExportedSpan | undefined;
+    const until = Date.now() + 20_000;
+    while (!notified && Date.now() < until) {
+      notified = receiver.spans.find(
+        (s) => s.service === 'vlt-notifier' && s.kind === KIND.consumer && /execution_denied$/.test(s.name),
+      );
+      if (!notified) await sleep(200);
+    }
+    expect(notified, 'a notifier consumer span for the denial').toBeDefined();
+    const deniedTrace = receiver.spans.filter((s) => s.traceId === notified!.traceId);
+    expect(
+      deniedTrace.some(
+        (s) =>
+          s.service === 'vlt-data-plane' && s.kind === KIND.producer && s.spanId === notified!.parentSpanId,
+      ),
+    ).toBe(true);
+    expect(trace.some((s) => s.service === 'vlt-notifier')).toBe(false);
 
     // The upstream span carries the URL without its query value.
     const upstream = trace.find((s) => s.service === 'vlt-data-plane' && s.kind === KIND.client);
