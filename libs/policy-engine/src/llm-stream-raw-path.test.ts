@@ -8,29 +8,18 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createLlmStreamRedaction, type LlmStreamProtocol } from './llm-stream-redaction.js';
 import { emailDetector, phoneDetector, ssnDetector, type Detector } from './pii-detectors.js';
+import { throughChunks } from './test-fixtures.js';
 
 const detectors: Detector[] = [emailDetector(), phoneDetector(), ssnDetector()];
 
-async function run(
+function run(
   protocol: LlmStreamProtocol,
   sse: string,
   sizes: number[],
   rawPath: boolean,
   using: readonly Detector[] = detectors,
 ): Promise<string> {
-  const stage = createLlmStreamRedaction(protocol, using, { rawPath });
-  const bytes = Buffer.from(sse, 'utf8');
-  const out: Buffer[] = [];
-  stage.on('data', (c: Buffer) => out.push(c));
-  const done = new Promise((r) => stage.on('end', r));
-  for (let p = 0, i = 0; p < bytes.length; i++) {
-    const n = sizes[i % sizes.length]!;
-    stage.write(bytes.subarray(p, p + n));
-    p += n;
-  }
-  stage.end();
-  await done;
-  return Buffer.concat(out).toString('utf8');
+  return throughChunks(createLlmStreamRedaction(protocol, using, { rawPath }), sse, sizes);
 }
 
 /** Every event as the agent's SSE parser sees it: the event name and the parsed data. */
@@ -146,27 +135,22 @@ const anthropicStream = fc
 const chunking = fc.array(fc.integer({ min: 1, max: 97 }), { minLength: 1, maxLength: 6 });
 
 describe('the raw path of LLM stream redaction', () => {
-  it('OpenAI deltas: the agent parses the same events as on the parsing path, for any text, members, escapes and chunking', async () => {
-    await fc.assert(
-      fc.asyncProperty(openAiStream, chunking, async (sse, sizes) => {
-        const raw = await run('openai', sse, sizes, true);
-        const parsed = await run('openai', sse, sizes, false);
-        expect(parsedEvents(raw)).toEqual(parsedEvents(parsed));
-      }),
-      { numRuns: 300 },
-    );
-  });
-
-  it('Anthropic deltas: the same events as on the parsing path, with LF or CRLF line ends', async () => {
-    await fc.assert(
-      fc.asyncProperty(anthropicStream, chunking, async (sse, sizes) => {
-        const raw = await run('anthropic', sse, sizes, true);
-        const parsed = await run('anthropic', sse, sizes, false);
-        expect(parsedEvents(raw)).toEqual(parsedEvents(parsed));
-      }),
-      { numRuns: 300 },
-    );
-  });
+  it.each([
+    ['OpenAI', 'openai', openAiStream],
+    ['Anthropic (LF or CRLF line ends)', 'anthropic', anthropicStream],
+  ] as const)(
+    '%s deltas: the agent parses the same events as on the parsing path, for any text, members, escapes and chunking',
+    async (_name, protocol, streams) => {
+      await fc.assert(
+        fc.asyncProperty(streams, chunking, async (sse, sizes) => {
+          const raw = await run(protocol, sse, sizes, true);
+          const parsed = await run(protocol, sse, sizes, false);
+          expect(parsedEvents(raw)).toEqual(parsedEvents(parsed));
+        }),
+        { numRuns: 300 },
+      );
+    },
+  );
 
   it('with a custom pattern as well', async () => {
     const ticket: Detector = {

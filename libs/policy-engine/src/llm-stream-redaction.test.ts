@@ -15,6 +15,7 @@ import {
   type LlmStreamProtocol,
 } from './llm-stream-redaction.js';
 import { redactText } from './redaction.js';
+import { throughChunks } from './test-fixtures.js';
 
 const detectors: Detector[] = [
   emailDetector(),
@@ -110,21 +111,8 @@ function sdkText(protocol: LlmStreamProtocol, sse: string): string {
 }
 
 /** Runs `sse` through the stage in chunks of the given sizes (bytes may split anywhere). */
-async function throughStage(protocol: LlmStreamProtocol, sse: string, sizes: number[]): Promise<string> {
-  const stage = createLlmStreamRedaction(protocol, detectors);
-  const bytes = Buffer.from(sse, 'utf8');
-  const out: Buffer[] = [];
-  stage.on('data', (c: Buffer) => out.push(c));
-  const done = new Promise((r) => stage.on('end', r));
-  let p = 0;
-  for (let i = 0; p < bytes.length; i++) {
-    const n = sizes[i % sizes.length]!;
-    stage.write(bytes.subarray(p, p + n));
-    p += n;
-  }
-  stage.end();
-  await done;
-  return Buffer.concat(out).toString('utf8');
+function throughStage(protocol: LlmStreamProtocol, sse: string, sizes: number[]): Promise<string> {
+  return throughChunks(createLlmStreamRedaction(protocol, detectors), sse, sizes);
 }
 
 /** Splits `text` into deltas at the given cut sizes (as a model's tokens would). */

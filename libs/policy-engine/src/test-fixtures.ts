@@ -2,6 +2,7 @@
  * Builders for tests: a valid stored policy with overrides, and its hydrated runtime. Not
  * exported from the package index.
  */
+import type { Transform } from 'node:stream';
 import type { PolicyDocument } from '@vlt/contracts';
 import type { PolicyRuntime } from './compile.js';
 import { compilePolicy, hydratePolicy } from './compile.js';
@@ -47,4 +48,20 @@ export function runtime(
   connection = { provider: 'code_host', service: 'code_host' },
 ): PolicyRuntime {
   return hydratePolicy(compilePolicy(policyDoc(overrides), connection));
+}
+
+/** Writes `text` through a stream stage in chunks of the given sizes (bytes may split anywhere). */
+export async function throughChunks(stage: Transform, text: string, sizes: number[]): Promise<string> {
+  const bytes = Buffer.from(text, 'utf8');
+  const out: Buffer[] = [];
+  stage.on('data', (c: Buffer) => out.push(c));
+  const done = new Promise((r) => stage.on('end', r));
+  for (let p = 0, i = 0; p < bytes.length; i++) {
+    const n = sizes[i % sizes.length]!;
+    stage.write(bytes.subarray(p, p + n));
+    p += n;
+  }
+  stage.end();
+  await done;
+  return Buffer.concat(out).toString('utf8');
 }
