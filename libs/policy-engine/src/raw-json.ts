@@ -56,7 +56,7 @@ if (RAW_MAX_DEPTH >= MAX_JSON_DEPTH) throw new Error('RAW_MAX_DEPTH must stay be
 const MAX_OPEN_KEYS = 4096;
 /**
  * The key scratch starts this small and doubles up to MAX_OPEN_KEYS: every stream with a filter
- * has its own, and a full-size one (16 KiB) was a quarter of what an LLM stream holds.
+ * has its own, and a full-size one (16 KiB) was a fifth of what an LLM stream held.
  */
 const INITIAL_OPEN_KEYS = 64;
 /** Objects with fewer keys are searched linearly (cheapest for the common small object). */
