@@ -7,7 +7,8 @@
  * back the tail of the text that could still become part of a match — the last word, and a run
  * of digits and separators before it (phone, card, SSN and IP shapes span spaces, dashes and
  * dots) with the word that run is glued to (`ACCT-1234`) — and emits it, redacted, in a later
- * event, or in one synthetic delta event before the text ends. The agent's SDK accumulates the same text, shifted by at most MAX_HELD characters.
+ * event, or in one synthetic delta event before the text ends. The agent's SDK accumulates the
+ * same text, shifted by at most MAX_HELD characters.
  *
  * Bounded and linear: an event larger than MAX_EVENT_BYTES, or anything that is not one of the
  * provider's JSON events, passes unchanged (the per-event filters before this stage still
@@ -126,8 +127,10 @@ interface Protocol {
  * string literal is decoded, given to the same `DeltaRedactor.emit` call the parsing path
  * makes, and replaced by the JSON of the result when that differs. What the agent parses is
  * then the parsing path's event; only an unchanged event keeps its original bytes. Both
- * patterns are linear: every alternation starts on a distinct character. A test runs both
- * paths on the same streams and compares the parsed events.
+ * patterns are anchored and linear: inside a string or number every choice is decided by the
+ * next character, and a member loop ends on the fixed 9-character look-ahead for `"choices"`,
+ * so a failed match gives back at most one short step per member. A test runs both paths on
+ * the same streams and compares the parsed events.
  */
 const JSON_STRING = String.raw`"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"`;
 const JSON_NUMBER = String.raw`-?(?:0|[1-9]\d{0,30})(?:\.\d{1,30})?(?:[eE][+-]?\d{1,5})?`;
