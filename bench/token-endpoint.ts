@@ -15,10 +15,12 @@
  * agent asking at concurrency 8.
  *
  * Every answer must be 200; any other status is counted and reported (a bench of refusals
- * would measure the wrong thing). This prints; it never fails on numbers.
+ * would measure the wrong thing). Each row also gives CPU per request: this process's (the
+ * gateway and the load generator) and the PostgreSQL server's (every `postgres` process, so
+ * only meaningful while nothing else uses that server). This prints; it never fails on numbers.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
@@ -50,6 +52,35 @@ interface Result {
   errors: Map<number, number>;
   latencies: number[];
   elapsedMs: number;
+  /** CPU of this process (gateway and load generator) over the round, ms. */
+  cpuMs: number;
+  /** CPU of every PostgreSQL server process on the machine over the round, ms. */
+  pgCpuMs: number;
+}
+
+/**
+ * utime + stime of every process named `postgres`, in ms (Linux; 0 elsewhere). It counts the
+ * whole server, so it is only meaningful while this bench is the server's only client.
+ */
+function postgresCpuMs(): number {
+  let ticks = 0;
+  let pids: string[] = [];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return 0;
+  }
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (!stat.includes('(postgres)')) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // The process ended between listing and reading.
+    }
+  }
+  return ticks * 10;
 }
 
 /** Runs `make(i)` requests with `concurrency` in flight for `durationMs`. */
@@ -68,6 +99,8 @@ async function measure(
   const errors = new Map<number, number>();
   let ok = 0;
   let i = 0;
+  const cpu0 = process.cpuUsage();
+  const pg0 = postgresCpuMs();
   const t0 = performance.now();
   const deadline = t0 + durationMs;
   async function worker() {
@@ -82,7 +115,15 @@ async function measure(
     }
   }
   await Promise.all(Array.from({ length: concurrency }, worker));
-  return { ok, errors, latencies, elapsedMs: performance.now() - t0 };
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    ok,
+    errors,
+    latencies,
+    elapsedMs: performance.now() - t0,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    pgCpuMs: postgresCpuMs() - pg0,
+  };
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -234,6 +275,8 @@ async function run(db: { url: string } | null) {
       for (const r of rs) for (const [s, n] of r.errors) errors.set(s, (errors.get(s) ?? 0) + n);
       return {
         rps: (ok * 1000) / ms,
+        cpuPerReq: rs.reduce((a, r) => a + r.cpuMs, 0) / Math.max(1, lat.length),
+        pgCpuPerReq: rs.reduce((a, r) => a + r.pgCpuMs, 0) / Math.max(1, lat.length),
         p50: quantile(lat, 0.5),
         p99: quantile(lat, 0.99),
         n: lat.length,
@@ -244,13 +287,15 @@ async function run(db: { url: string } | null) {
     console.log(
       `token endpoint vs /health, in-process all-in-one on ${db ? 'PostgreSQL' : 'embedded PGlite'}, ${AGENTS} agents, ${ROUNDS} interleaved rounds of ${ROUND_MS} ms`,
     );
-    console.log('endpoint          conc   req/s     p50 ms   p99 ms   requests  non-200');
+    console.log(
+      'endpoint          conc   req/s     p50 ms   p99 ms  cpu ms/req  pg cpu ms/req   requests  non-200',
+    );
     for (const c of CONCURRENCY) {
       for (const k of [`health c${c}`, `token c${c}`]) {
         const s = summary(k);
         const bad = [...s.errors].map(([st, n]) => `${n}×${st}`).join(' ') || '0';
         console.log(
-          `${k.split(' ')[0]!.padEnd(17)} ${String(c).padStart(4)} ${s.rps.toFixed(0).padStart(7)} ${s.p50.toFixed(2).padStart(10)} ${s.p99.toFixed(2).padStart(8)} ${String(s.n).padStart(10)}  ${bad}`,
+          `${k.split(' ')[0]!.padEnd(17)} ${String(c).padStart(4)} ${s.rps.toFixed(0).padStart(7)} ${s.p50.toFixed(2).padStart(10)} ${s.p99.toFixed(2).padStart(8)} ${s.cpuPerReq.toFixed(3).padStart(11)} ${s.pgCpuPerReq.toFixed(3).padStart(14)} ${String(s.n).padStart(10)}  ${bad}`,
         );
       }
       const ratio = summary(`token c${c}`).rps / summary(`health c${c}`).rps;
