@@ -47,8 +47,15 @@ const baseShape = {
   VLT_SSRF_ALLOW_CIDRS: csv.pipe(z.array(cidr)),
 };
 
-const controlPlaneShape = {
+/** For the processes that hold a PostgreSQL connection pool. */
+const databaseShape = {
   DATABASE_URL: optionalUrl,
+  /** Named prepared statements on hot paths; `false` behind PgBouncer's transaction mode < 1.21. */
+  VLT_DB_PREPARED_STATEMENTS: z.enum(['true', 'false']).default('true'),
+};
+
+const controlPlaneShape = {
+  ...databaseShape,
   VLT_DATA_DIR: z.string().default('./.vlt-data'),
   VLT_MASTER_KEY: optionalUrl,
   VLT_MASTER_KEYS_OLD: z.string().optional(),
@@ -94,7 +101,7 @@ const notifierShape = {
 const schemas = {
   'control-plane': z.object({ ...baseShape, ...controlPlaneShape }),
   'data-plane': z.object({ ...baseShape, ...dataPlaneShape }),
-  audit: z.object({ ...baseShape, DATABASE_URL: optionalUrl }),
+  audit: z.object({ ...baseShape, ...databaseShape }),
   notifier: z.object({ ...baseShape, DATABASE_URL: optionalUrl, ...notifierShape }),
   'all-in-one': z.object({ ...baseShape, ...controlPlaneShape, ...dataPlaneShape, ...notifierShape }),
 } as const;
@@ -142,14 +149,20 @@ export interface DataPlaneSettings extends CommonConfig {
 }
 
 /** The split control plane: its database, broker and master key are required. */
-export interface ControlPlaneConfig extends ControlPlaneSettings {
+/** How a process that owns a connection pool talks to PostgreSQL. */
+export interface DatabaseSettings {
+  /** `VLT_DB_PREPARED_STATEMENTS`. */
+  databasePreparedStatements: boolean;
+}
+
+export interface ControlPlaneConfig extends ControlPlaneSettings, DatabaseSettings {
   databaseUrl: string;
   masterKey: string;
 }
 
 export type DataPlaneConfig = DataPlaneSettings;
 
-export interface AuditConfig extends CommonConfig {
+export interface AuditConfig extends CommonConfig, DatabaseSettings {
   databaseUrl: string;
 }
 
@@ -165,7 +178,8 @@ export interface NotifierConfig extends NotifierSettings {
 }
 
 /** Everything in one process: a missing database, broker or key means the embedded default. */
-export interface AllInOneConfig extends ControlPlaneSettings, DataPlaneSettings, NotifierSettings {
+export interface AllInOneConfig
+  extends ControlPlaneSettings, DataPlaneSettings, NotifierSettings, DatabaseSettings {
   databaseUrl: string | undefined;
   masterKey: string | undefined;
 }
@@ -249,6 +263,7 @@ export function loadConfig<S extends ServiceName>(
   const all: AllInOneConfig = {
     ...common,
     databaseUrl: raw.DATABASE_URL,
+    databasePreparedStatements: raw.VLT_DB_PREPARED_STATEMENTS === 'true',
     masterKey: raw.VLT_MASTER_KEY,
     dataDir: raw.VLT_DATA_DIR,
     masterKeysOld: raw.VLT_MASTER_KEYS_OLD,

@@ -17,6 +17,8 @@ export interface OpenDatabaseOptions {
    * every query of the embedded database goes through one connection, in order.
    */
   max?: number;
+  /** Named prepared statements for the `sql` handle (default on); never on the embedded database. */
+  preparedStatements?: boolean;
 }
 
 export interface OpenedDatabase {
@@ -36,7 +38,12 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   const url = configured || (embedded?.url ?? '');
   try {
     if (opts.migrate) await applyMigrations(url);
-    const { prisma, sql } = createDatabaseClients(url, { max: opts.max ?? (embedded ? 1 : undefined) });
+    const { prisma, sql } = createDatabaseClients(url, {
+      max: opts.max ?? (embedded ? 1 : undefined),
+      // The embedded session outlives a pool connection: a reconnected client would prepare a
+      // name the session already holds.
+      preparedStatements: !embedded && (opts.preparedStatements ?? true),
+    });
     let closed: Promise<void> | undefined;
     return {
       prisma,

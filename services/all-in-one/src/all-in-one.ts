@@ -44,7 +44,12 @@ export async function startAllInOne(
     config.databaseUrl && config.natsServers.length === 0
       ? await claimDatabase(config.databaseUrl, logger)
       : null;
-  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, migrate: true });
+  const db = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    migrate: true,
+    preparedStatements: config.databasePreparedStatements,
+  });
   const names = busNames(config.natsPrefix);
   const bus = await createBus({ natsServers: config.natsServers, names, logger });
 

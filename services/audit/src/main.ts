@@ -10,7 +10,9 @@ async function main(): Promise<void> {
   const config = loadConfig('audit', process.env);
   const telemetry = await startTelemetry({ serviceName: 'vlt-audit', env: process.env });
   const logger = createLogger({ service: 'audit', level: config.logLevel });
-  const { prisma, sql } = createDatabaseClients(config.databaseUrl);
+  const { prisma, sql } = createDatabaseClients(config.databaseUrl, {
+    preparedStatements: config.databasePreparedStatements,
+  });
   const names = busNames(config.natsPrefix);
   const bus = await createNatsBus({ servers: config.natsServers, names, name: 'audit', logger });
   const metrics = metricsFromConfig(config, 'vlt-audit');

@@ -15,7 +15,9 @@ async function main(): Promise<void> {
   const telemetry = await startTelemetry({ serviceName: 'vlt-control-plane', env: process.env });
   const logger = createLogger({ service: 'control-plane', level: config.logLevel });
   await applyMigrations(config.databaseUrl);
-  const { prisma, sql } = createDatabaseClients(config.databaseUrl);
+  const { prisma, sql } = createDatabaseClients(config.databaseUrl, {
+    preparedStatements: config.databasePreparedStatements,
+  });
   const bus = await createNatsBus({
     servers: config.natsServers,
     names: busNames(config.natsPrefix),
