@@ -455,5 +455,60 @@ describe.skipIf(skip)(skip ? `agent authentication (skipped: ${skip})` : 'agent 
       // The limits are per endpoint: the token-limited address can still bootstrap.
       expect((await garbageBootstrap(ip)).status).toBe(400);
     });
+
+    const tokenHits = async (ip: string) =>
+      (
+        await g.sql<{ n: number }>(
+          "SELECT coalesce(sum(count), 0)::int AS n FROM rate_limit_counters WHERE key = 'agent-token:' || $1",
+          [ip],
+        )
+      )[0]!.n;
+
+    // The issuing statement counts the hit itself (ADR 0066): these fail if a path skips it.
+    it('token: tokens issued count against the address; past the limit a valid assertion mints nothing and stays unused', async () => {
+      await roomyMinute(10);
+      const ip = nextIp();
+      const issued = await Promise.all(
+        Array.from({ length: 30 }, async () =>
+          tokenRequestFrom(g.baseUrl, await assertionFor(agent, { audience: aud }), ip),
+        ),
+      );
+      expect(issued.map((r) => r.status)).toEqual(Array(30).fill(200));
+      expect(await tokenHits(ip)).toBe(30);
+      const before = await tokenCount(agent.id);
+      const held = await assertionFor(agent, { audience: aud });
+      expect429(await tokenRequestFrom(g.baseUrl, held, ip));
+      expect(await tokenCount(agent.id)).toBe(before);
+      // Its jti was not consumed: from an address under the limit it is still good, once.
+      expect((await tokenRequestFrom(g.baseUrl, held, nextIp())).status).toBe(200);
+      expect((await tokenRequestFrom(g.baseUrl, held, nextIp())).status).toBe(401);
+    });
+
+    it('token: refused assertions count too (bad signature, replay), then even a valid one gets 429', async () => {
+      await roomyMinute(10);
+      const ip = nextIp();
+      const forged = await Promise.all(
+        Array.from({ length: 20 }, () => assertionFor(agent, { audience: aud, key: other.keys.privateKey })),
+      );
+      const replayed = await assertionFor(agent, { audience: aud });
+      expect((await tokenRequestFrom(g.baseUrl, replayed, nextIp())).status).toBe(200);
+      const refused = await Promise.all([
+        ...forged.map((a) => tokenRequestFrom(g.baseUrl, a, ip)),
+        ...Array.from({ length: 10 }, () => tokenRequestFrom(g.baseUrl, replayed, ip)),
+      ]);
+      expect(refused.map((r) => r.status)).toEqual(Array(30).fill(401));
+      expect(await tokenHits(ip)).toBe(30);
+      expect429(await tokenRequestFrom(g.baseUrl, await assertionFor(agent, { audience: aud }), ip));
+    });
+
+    it('token: once over, an address is refused from memory for the rest of its window (nothing more is counted)', async () => {
+      await roomyMinute(10);
+      const ip = nextIp();
+      await Promise.all(Array.from({ length: 31 }, () => garbageToken(ip)));
+      expect(await tokenHits(ip)).toBe(31);
+      for (let i = 0; i < 5; i++) expect429(await garbageToken(ip));
+      expect429(await tokenRequestFrom(g.baseUrl, await assertionFor(agent, { audience: aud }), ip));
+      expect(await tokenHits(ip)).toBe(31);
+    });
   });
 });

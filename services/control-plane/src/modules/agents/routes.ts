@@ -22,7 +22,7 @@ import type { JWK } from 'jose';
 import type { ControlPlaneDeps } from '../../deps.js';
 import { LIMITS } from '../../infra/rate-limiter.js';
 import { requireUser } from '../../plugins/authenticate.js';
-import { createAgentKeyCache, issueAgentToken } from './token-issuance.js';
+import { countRefusedTokenRequest, createAgentKeyCache, issueAgentToken } from './token-issuance.js';
 import {
   bootstrapAgent,
   createAgent,
@@ -116,11 +116,16 @@ export function agentRoutes(deps: ControlPlaneDeps) {
           body: AgentTokenBody,
           response: { 200: AgentTokenResponse },
         },
-        preValidation: async (req) => deps.rateLimiter.hit(LIMITS.agentToken, req.ip),
+        // An address this replica already saw over the limit is refused before any work. The
+        // others are counted by the issuing statement itself, or when refused (ADR 0066).
+        preValidation: async (req) => deps.rateLimiter.refuseKnownOver(LIMITS.agentToken, req.ip),
+        // A malformed body is counted too: it reaches the handler, which counts, then refuses it.
+        attachValidation: true,
       },
       async (req, reply) => {
+        if (req.validationError) throw await countRefusedTokenRequest(deps, req.ip, req.validationError);
         reply.header('cache-control', 'no-store');
-        return issueAgentToken(deps, agentKeys, req.body.client_assertion);
+        return issueAgentToken(deps, agentKeys, req.body.client_assertion, req.ip);
       },
     );
   };
