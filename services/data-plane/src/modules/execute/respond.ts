@@ -140,6 +140,8 @@ export async function respondStreamed(
   c: ResponseContext,
   started: number,
   download: boolean,
+  /** One more stage after the filter for a 2xx stream (`ExecuteOptions.streamStage`). */
+  extraStage?: (contentType: string | undefined) => Transform | null,
 ): Promise<ExecutionResult | StreamedResult> {
   let streamed: UpstreamStreamResponse;
   try {
@@ -163,10 +165,16 @@ export async function respondStreamed(
     streamed.body.destroy();
     throw unfilterable(c.recorder, filterability.reason);
   }
-  const result = pipeToAgent(c, streamed, started, download, (beforeChunk) =>
-    filterability.kind === 'pass'
-      ? null
-      : createResponseFilterNodeStream(contentType, c.policy, c.route, {}, { beforeChunk }),
+  const result = pipeToAgent(
+    c,
+    streamed,
+    started,
+    download,
+    (beforeChunk) =>
+      filterability.kind === 'pass'
+        ? null
+        : createResponseFilterNodeStream(contentType, c.policy, c.route, {}, { beforeChunk }),
+    extraStage?.(contentType) ?? null,
   );
   // Status and headers go out with the first byte: a provider body that fails before it
   // (a broken encoding, an unfilterable first event, a deadline) is still answered with a
@@ -225,6 +233,8 @@ function pipeToAgent(
   download: boolean,
   /** The response filter, counting the provider's bytes with `beforeChunk`; null: none. */
   makeFilter: (beforeChunk: (chunk: Uint8Array) => void) => Transform | null,
+  /** A last stage before the agent (null: none), in the same pipeline as the filter. */
+  extra: Transform | null,
 ): StreamedResult {
   let bytes = 0;
   const settle = (action: 'execution_completed' | 'execution_error', metadata: Record<string, unknown>) =>
@@ -261,13 +271,21 @@ function pipeToAgent(
   // undici emit an abort error with no listener left: absorb it, the outcome is recorded.
   source.on('error', () => undefined);
   const out = new PassThrough();
-  pipeline(source, stage, (err) => {
+  const done = (err: NodeJS.ErrnoException | null) => {
     if (!err) return void settle('execution_completed', {});
     settle('execution_error', { error: streamErrorKind(err) });
     // Before the first byte this still becomes a typed error answer; after it, a cut stream.
     out.destroy(agentError(err));
-  });
-  stage.pipe(out);
+  };
+  // One pipeline for every stage: each further pipeline() costs a stream's worth of listeners
+  // and state for as long as the call is open (bench/llm-proxy.ts memory per stream).
+  if (extra) {
+    pipeline(source, stage, extra, done);
+    extra.pipe(out);
+  } else {
+    pipeline(source, stage, done);
+    stage.pipe(out);
+  }
   out.on('close', () => {
     if (c.recorder.settled) return;
     // The agent hung up: stop reading from the provider.

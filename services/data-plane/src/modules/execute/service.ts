@@ -8,7 +8,7 @@
  */
 import { BusError } from '@vlt/bus';
 import type { ConnectionDescriptor, ExecuteModelB } from '@vlt/contracts';
-import { pipeline, type Transform } from 'node:stream';
+import type { Transform } from 'node:stream';
 import {
   evaluateExecution,
   planResponse,
@@ -238,14 +238,13 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   ctx.counted.value = true;
   const started = performance.now();
   if (req.stream || req.download) {
-    const out = await respondStreamed(respond, started, req.download === true);
-    const stage =
-      'streamed' in out
-        ? call.options.streamStage?.(planResponse(policy, route), out.headers['content-type'])
-        : null;
-    // pipeline() carries errors and an agent hanging up both ways, so the recorder still sees them.
-    if (stage && 'streamed' in out) out.body = pipeline(out.body, stage, () => undefined);
-    return out;
+    const { streamStage } = call.options;
+    return respondStreamed(
+      respond,
+      started,
+      req.download === true,
+      streamStage && ((contentType) => streamStage(planResponse(policy, route), contentType)),
+    );
   }
   return respondBuffered(respond, started);
 }
