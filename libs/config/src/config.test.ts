@@ -17,6 +17,18 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(c)).toBe(true);
   });
 
+  it('prepares statements unless VLT_DB_PREPARED_STATEMENTS=false, and refuses any other value', () => {
+    const split = { NATS_URL: 'nats://x', DATABASE_URL: 'postgresql://db/x' };
+    expect(loadConfig('all-in-one', {}).databasePreparedStatements).toBe(true);
+    expect(loadConfig('audit', split).databasePreparedStatements).toBe(true);
+    expect(
+      loadConfig('audit', { ...split, VLT_DB_PREPARED_STATEMENTS: 'false' }).databasePreparedStatements,
+    ).toBe(false);
+    expect(() => loadConfig('audit', { ...split, VLT_DB_PREPARED_STATEMENTS: 'no' })).toThrow(
+      /VLT_DB_PREPARED_STATEMENTS/,
+    );
+  });
+
   it('refuses to start a split service without NATS_URL and DATABASE_URL', () => {
     expect(() => loadConfig('control-plane', {})).toThrow(/NATS_URL, DATABASE_URL, VLT_MASTER_KEY/);
     expect(() => loadConfig('data-plane', {})).toThrow(/NATS_URL/);

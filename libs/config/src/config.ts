@@ -148,13 +148,13 @@ export interface DataPlaneSettings extends CommonConfig {
   credentialStaleMs: number;
 }
 
-/** The split control plane: its database, broker and master key are required. */
 /** How a process that owns a connection pool talks to PostgreSQL. */
 export interface DatabaseSettings {
   /** `VLT_DB_PREPARED_STATEMENTS`. */
   databasePreparedStatements: boolean;
 }
 
+/** The split control plane: its database, broker and master key are required. */
 export interface ControlPlaneConfig extends ControlPlaneSettings, DatabaseSettings {
   databaseUrl: string;
   masterKey: string;
