@@ -85,6 +85,9 @@ export function createAgentKeyCache(
 
 type IssuanceDeps = Pick<ControlPlaneDeps, 'sql' | 'config' | 'now' | 'rateLimiter'>;
 
+/** The one refusal for every broken rule, so a caller learns nothing about which it was. */
+const invalidAssertion = () => Errors.unauthorized('invalid client assertion');
+
 /**
  * Counts a request that will not reach the issuing statement against the caller's address:
  * over the limit it is answered 429 (as every request then is), otherwise `refusal`.
@@ -104,8 +107,7 @@ export async function issueAgentToken(
   assertion: string,
   clientIp: string,
 ) {
-  const fail = () =>
-    countRefusedTokenRequest(deps, clientIp, Errors.unauthorized('invalid client assertion'));
+  const fail = () => countRefusedTokenRequest(deps, clientIp, invalidAssertion());
   let header, unverified;
   try {
     header = decodeProtectedHeader(assertion);
@@ -171,7 +173,7 @@ export async function issueAgentToken(
   await deps.rateLimiter.settle(limit, counter, rows[0]?.hits ?? 0);
   if (rows[0]?.issued !== 1) {
     keys.forget(agentId);
-    throw Errors.unauthorized('invalid client assertion');
+    throw invalidAssertion();
   }
   return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl };
 }
