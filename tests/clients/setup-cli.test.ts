@@ -361,10 +361,11 @@ describe.concurrent('verify', () => {
     const r = await runBin(['--mode', 'verify', '--openclaw-dir', h.openclawDir], h.env);
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/^FAIL +vault: .* is not healthy: connection failed \(ECONNREFUSED\)/m);
-    expect(r.ms).toBeLessThan(6000);
+    // Fast means it did not sit out the 5 s health deadline: the refusal, not the timer, ended it.
+    expect(r.stdout).not.toMatch(/no answer within/);
   });
 
-  it('gives a vault that accepts connections and never answers five seconds, then fails (< 6 s)', async () => {
+  it('gives a vault that accepts connections and never answers five seconds, then fails', async () => {
     const { h } = await setUp([]);
     const sockets: net.Socket[] = [];
     const silent = net.createServer((s) => sockets.push(s));
@@ -377,7 +378,9 @@ describe.concurrent('verify', () => {
       expect(r.stdout).toMatch(/^FAIL +vault: .*no answer within 5 s/m);
       expect(r.stdout).toMatch(/^SKIP +agent/m);
       expect(r.ms).toBeGreaterThanOrEqual(4900);
-      expect(r.ms).toBeLessThan(6000);
+      // The upper bound only tells "ended at the deadline" from "hung on the socket"; a loaded CI
+      // machine must not turn scheduling delay into a failure.
+      expect(r.ms).toBeLessThan(15_000);
       expect(sockets.length).toBeGreaterThan(0);
     } finally {
       for (const s of sockets) s.destroy();
@@ -597,11 +600,10 @@ describe.concurrent('interaction', () => {
 
   it('--non-interactive never prompts, even on a terminal: missing input exits 2 at once', async () => {
     const h = await newHome();
-    const started = performance.now();
+    // Nothing is ever typed: a prompt would wait on the terminal until the test times out.
     const pty = startPty(['--mode', 'setup', '--non-interactive', '--openclaw-dir', h.openclawDir], h.env);
     const code = await pty.exited;
     expect(code).toBe(2);
-    expect(performance.now() - started).toBeLessThan(5000);
     expect(pty.output()).toMatch(/the vault base URL is required/);
     expect(pty.output()).not.toMatch(/Vault base URL \(/);
     expect(await exists(h.openclawDir)).toBe(false);

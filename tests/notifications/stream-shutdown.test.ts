@@ -49,11 +49,12 @@ it('ends open notification streams when the gateway closes, and closes well befo
   const closing = gw!.close();
   gw = undefined;
   // The drain deadline is 10 s: a close that had to wait for it took the streams down by force.
+  // 8 s leaves room for a loaded machine and still tells the two apart.
   const outcome = await Promise.race([
     closing.then(() => 'closed'),
-    new Promise((r) => setTimeout(() => r('still open after 5 s'), 5_000).unref()),
+    new Promise((r) => setTimeout(() => r('still open after 8 s'), 8_000).unref()),
   ]);
   expect(outcome).toBe('closed');
-  expect(Date.now() - started).toBeLessThan(5_000);
+  expect(Date.now() - started).toBeLessThan(8_000);
   expect(await Promise.all(streams.map((s) => s.ended))).toEqual(['ended', 'ended']);
 });
