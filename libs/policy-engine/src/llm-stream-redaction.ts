@@ -15,6 +15,7 @@
  * applied to it); held text never exceeds MAX_HELD characters per slot.
  */
 import { Transform } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import type { Detector } from './pii-detectors.js';
 import { redactText } from './redaction.js';
 
@@ -139,19 +140,23 @@ const JSON_SCALAR = `(?:${JSON_STRING}|${JSON_NUMBER}|null|true|false)`;
 const SCALAR_MEMBER = `"(?!choices")[A-Za-z_]{1,64}":${JSON_SCALAR}`;
 const INDEX = String.raw`(0|[1-9]\d{0,8})`;
 
+/*
+ * Group 1 is everything before the delta's literal (the patterns are anchored, so its length is
+ * the literal's offset), group 2 the choice or block index, group 3 the literal. A prefix group
+ * rather than the `d` flag: building match indices cost a tenth of this stage's CPU.
+ */
 const OPENAI_DELTA = new RegExp(
-  String.raw`^data: \{(?:${SCALAR_MEMBER},)*"choices":\[\{"index":${INDEX},"delta":\{(?:"role":"assistant",)?"content":(${JSON_STRING})(?:,"refusal":null)?\},(?:"logprobs":null,)?"finish_reason":null\}\](?:,${SCALAR_MEMBER})*\}$`,
-  'd',
+  String.raw`^(data: \{(?:${SCALAR_MEMBER},)*"choices":\[\{"index":${INDEX},"delta":\{(?:"role":"assistant",)?"content":)(${JSON_STRING})(?:,"refusal":null)?\},(?:"logprobs":null,)?"finish_reason":null\}\](?:,${SCALAR_MEMBER})*\}$`,
 );
 const ANTHROPIC_DELTA = new RegExp(
-  String.raw`^event: content_block_delta\r?\ndata: \{"type":"content_block_delta","index":${INDEX},"delta":\{"type":"text_delta","text":(${JSON_STRING})\}\}$`,
-  'd',
+  String.raw`^(event: content_block_delta\r?\ndata: \{"type":"content_block_delta","index":${INDEX},"delta":\{"type":"text_delta","text":)(${JSON_STRING})\}\}$`,
 );
 
-/** The block with its delta literal (match group 2) rewritten by `emit`; the event's output. */
+/** The block with its delta literal (match group 3) rewritten by `emit`; the event's output. */
 function rewriteLiteral(block: string, m: RegExpExecArray, emit: (text: string) => string): string {
-  const [from, to] = m.indices![2]!;
-  const literal = block.slice(from, to);
+  const literal = m[3]!;
+  const from = m[1]!.length;
+  const to = from + literal.length;
   const text = literal.includes('\\') ? (JSON.parse(literal) as string) : literal.slice(1, -1);
   const out = emit(text);
   if (out === text) return `${block}\n\n`;
@@ -175,7 +180,7 @@ function openAi(): Protocol {
       const m = OPENAI_DELTA.exec(block);
       if (!m) return undefined;
       templateSource = block;
-      return rewriteLiteral(block, m, (text) => r.emit(`c${m[1]!}`, text));
+      return rewriteLiteral(block, m, (text) => r.emit(`c${m[2]!}`, text));
     },
     rewrite(_e, data, r) {
       const choices = data.choices;
@@ -222,7 +227,7 @@ function anthropic(): Protocol {
     rewriteRaw(block, r) {
       const m = ANTHROPIC_DELTA.exec(block);
       if (!m) return undefined;
-      return rewriteLiteral(block, m, (text) => r.emit(`b${m[1]!}`, text));
+      return rewriteLiteral(block, m, (text) => r.emit(`b${m[2]!}`, text));
     },
     rewrite(_e, data, r) {
       const index = typeof data.index === 'number' ? data.index : 0;
@@ -306,7 +311,10 @@ export function createLlmStreamRedaction(
   const r = new DeltaRedactor(detectors);
   const p = PROTOCOLS[protocol]();
   const rewriteRaw = options.rawPath === false ? undefined : p.rewriteRaw;
-  const decoder = new TextDecoder('utf-8');
+  // StringDecoder, not TextDecoder: a streaming TextDecoder call costs more than the rest of
+  // the work on a one-event chunk. Both replace invalid bytes with U+FFFD, and what is scanned
+  // is what is sent.
+  const decoder = new StringDecoder('utf8');
   let pending = '';
   let searchFrom = 0;
   /** The end of an SSE event; its lastIndex is set before every use. */
@@ -332,7 +340,7 @@ export function createLlmStreamRedaction(
 
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
-      pending += decoder.decode(chunk, { stream: true });
+      pending += decoder.write(chunk);
       let out = '';
       // Events are cut at each blank line; `start` walks the text and it is sliced once.
       let start = 0;
@@ -348,7 +356,7 @@ export function createLlmStreamRedaction(
       cb(null, out === '' ? undefined : Buffer.from(out, 'utf8'));
     },
     flush(cb) {
-      pending += decoder.decode();
+      pending += decoder.end();
       let out = pending.trim() === '' ? '' : handle(pending);
       out += p.finish(r).join('');
       cb(null, out === '' ? undefined : Buffer.from(out, 'utf8'));
