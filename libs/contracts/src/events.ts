@@ -39,6 +39,8 @@ export const AuditAction = z.enum([
   'token_revoked',
   'notification_channel_saved',
   'notification_channel_verified',
+  'notification_channel_enabled',
+  'notification_channel_disabled',
   'notification_channel_deleted',
 ]);
 export type AuditAction = z.infer<typeof AuditAction>;

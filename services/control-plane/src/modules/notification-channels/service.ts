@@ -36,6 +36,34 @@ export function channelView(c: Row): ChannelView {
   };
 }
 
+type ChannelAction =
+  | 'notification_channel_saved'
+  | 'notification_channel_verified'
+  | 'notification_channel_enabled'
+  | 'notification_channel_disabled'
+  | 'notification_channel_deleted';
+
+/** The audit record of a change a member made to one of the workspace's channels. */
+function channelChange(
+  deps: ControlPlaneDeps,
+  member: Member,
+  action: ChannelAction,
+  channel: { id: string; channelType: string; connectionId: string },
+  extra: Record<string, unknown> = {},
+) {
+  return audited(
+    auditEvent(deps, {
+      action,
+      actor: member.userId,
+      workspaceId: member.workspaceId,
+      agentId: null,
+      connectionId: channel.connectionId,
+      decision: 'info',
+      metadata: { channelId: channel.id, channelType: channel.channelType, ...extra },
+    }),
+  );
+}
+
 const targetOf = (c: Row) => {
   const cfg = c.config as Record<string, string>;
   return c.channelType === 'chatbot_a' ? cfg.chatId! : cfg.channelId!;
@@ -90,19 +118,7 @@ export async function upsertChannel(deps: ControlPlaneDeps, member: Member, body
         ...(moved && { verificationStatus: 'pending', lastDeliveryStatus: null, lastDeliveryError: null }),
       },
     });
-    emit(
-      audited(
-        auditEvent(deps, {
-          action: 'notification_channel_saved',
-          actor: member.userId,
-          workspaceId: member.workspaceId,
-          agentId: null,
-          connectionId: body.connectionId,
-          decision: 'info',
-          metadata: { channelId: row.id, channelType: row.channelType, created: !before },
-        }),
-      ),
-    );
+    emit(channelChange(deps, member, 'notification_channel_saved', row, { created: !before }));
     return { created: !before, channel: channelView(row) };
   });
 }
@@ -173,26 +189,18 @@ export async function testChannel(deps: ControlPlaneDeps, member: Member, id: st
         lastDeliveryError: null,
       },
     });
-    if (row.verificationStatus !== 'verified') {
-      emit(
-        audited(
-          auditEvent(deps, {
-            action: 'notification_channel_verified',
-            actor: member.userId,
-            workspaceId: member.workspaceId,
-            agentId: null,
-            connectionId: row.connectionId,
-            decision: 'info',
-            metadata: { channelId: id, channelType: row.channelType },
-          }),
-        ),
-      );
-    }
+    if (row.verificationStatus !== 'verified')
+      emit(channelChange(deps, member, 'notification_channel_verified', row));
     return r;
   });
   return { channel: channelView(updated), delivered: true as const };
 }
 
+/**
+ * Switching a channel off silences reviewers' notifications there, so a change is audited; a
+ * request that changes nothing is not. The conditional update decides which, atomically: of two
+ * concurrent requests to switch it off, one records it.
+ */
 export async function setChannelEnabled(
   deps: ControlPlaneDeps,
   member: Member,
@@ -200,7 +208,25 @@ export async function setChannelEnabled(
   enabled: boolean,
 ) {
   await ownChannel(deps, member.workspaceId, id);
-  const row = await deps.prisma.notificationChannel.update({ where: { id }, data: { enabled } });
+  const row = await commitChange(deps, async (tx, emit) => {
+    const changed = await tx.notificationChannel.updateMany({
+      where: { id, workspaceId: member.workspaceId, enabled: !enabled },
+      data: { enabled },
+    });
+    const r = await tx.notificationChannel.findFirst({ where: { id, workspaceId: member.workspaceId } });
+    // Deleted between the ownership check and here: as if it had never been found.
+    if (!r) throw Errors.notFound('notification channel not found');
+    if (changed.count > 0)
+      emit(
+        channelChange(
+          deps,
+          member,
+          enabled ? 'notification_channel_enabled' : 'notification_channel_disabled',
+          r,
+        ),
+      );
+    return r;
+  });
   return { channel: channelView(row) };
 }
 
@@ -208,19 +234,7 @@ export async function deleteChannel(deps: ControlPlaneDeps, member: Member, id: 
   const row = await ownChannel(deps, member.workspaceId, id);
   await commitChange(deps, async (tx, emit) => {
     await tx.notificationChannel.delete({ where: { id } });
-    emit(
-      audited(
-        auditEvent(deps, {
-          action: 'notification_channel_deleted',
-          actor: member.userId,
-          workspaceId: member.workspaceId,
-          agentId: null,
-          connectionId: row.connectionId,
-          decision: 'info',
-          metadata: { channelId: id, channelType: row.channelType },
-        }),
-      ),
-    );
+    emit(channelChange(deps, member, 'notification_channel_deleted', row));
   });
   return { deleted: true as const, id };
 }
