@@ -47,9 +47,11 @@ export interface UpstreamRequest {
   signal?: AbortSignal;
   /**
    * The credential values injected into this request: scrubbed from the response's headers
-   * and body in every form a reflection produces.
+   * and body in every form a reflection produces. Their forms may come compiled: deriving them
+   * costs more than searching a response for them, and a caller that keeps a credential can
+   * keep its forms with it (and drop both together).
    */
-  secrets?: readonly string[];
+  secrets?: readonly string[] | SecretForms;
 }
 
 export interface UpstreamResponse {
@@ -149,9 +151,6 @@ export function flattenResponseHeaders(
   }
   return out;
 }
-
-/** Credentials whose searched forms a client keeps (a data plane serves many connections). */
-const SECRET_FORMS_CACHED = 1024;
 
 export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClient {
   const resolve = opts.resolver ?? systemResolve;
@@ -309,21 +308,12 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     return headers;
   }
 
-  // The searched forms of a credential, derived once per credential rather than per response:
-  // a connection's secrets are the same on every call until they rotate. Bounded, oldest out.
-  const formsBySecrets = new Map<string, SecretForms>();
-  const secretFormsOf = (secrets: readonly string[] | undefined): SecretForms | null => {
-    if (!secrets?.length) return null;
-    const key = secrets.join('\u0000');
-    let forms = formsBySecrets.get(key);
-    if (forms === undefined) {
-      forms = compileSecretForms(secrets);
-      if (formsBySecrets.size >= SECRET_FORMS_CACHED) {
-        formsBySecrets.delete(formsBySecrets.keys().next().value as string);
-      }
-      formsBySecrets.set(key, forms);
-    }
-    return forms;
+  // The client keeps no forms between requests: they are the secrets in other spellings, and
+  // must not outlive a revoked credential in a cache the revocation does not reach.
+  const secretFormsOf = (secrets: UpstreamRequest['secrets']): SecretForms | null => {
+    if (!secrets) return null;
+    const forms = 'bytes' in secrets ? secrets : compileSecretForms(secrets);
+    return forms.text.length > 0 ? forms : null;
   };
 
   return {

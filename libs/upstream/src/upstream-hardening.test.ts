@@ -4,11 +4,19 @@
  * the gateway's security review found.
  */
 import https from 'node:https';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, type TestPki } from '@vlt/test-support/test-pki.js';
-import { createUpstreamClient, UpstreamError, type UpstreamClient } from './upstream-client.js';
+import { compileSecretForms } from './secret-scrubber.js';
+import {
+  createUpstreamClient,
+  UpstreamError,
+  type UpstreamClient,
+  type UpstreamRequest,
+} from './upstream-client.js';
 
 const SECRET = 'tok-9a8b7c6d5e4f30112233445566';
 let pki: TestPki;
@@ -95,7 +103,7 @@ async function failure(p: Promise<unknown>): Promise<string> {
   }
 }
 
-async function readAll(c: UpstreamClient, path: string, secrets?: string[]) {
+async function readAll(c: UpstreamClient, path: string, secrets?: UpstreamRequest['secrets']) {
   const res = await c.stream({
     url: new URL(`${base}${path}`),
     method: 'GET',
@@ -186,10 +194,10 @@ describe('upstream credential scrubbing', () => {
     await c.close();
   });
 
-  it('regression: one client scrubs each call with its own credential (forms kept per credential)', async () => {
+  it('regression: one client scrubs each call with its own credential', async () => {
     const c = client();
-    // A call made with another connection's credential first: its forms are derived and kept,
-    // and must not stand in for the next call's.
+    // A call made with another connection's credential first: its forms must not stand in for
+    // the next call's.
     const other = await readAll(c, '/reflect', ['tok_another_connection_0000']);
     expect(other.text).toContain(SECRET);
     for (let i = 0; i < 2; i++) {
@@ -197,6 +205,26 @@ describe('upstream credential scrubbing', () => {
       expect(res.text).not.toContain(SECRET);
       expect(JSON.stringify(res.headers)).not.toContain(SECRET);
     }
+    await c.close();
+  });
+
+  it('regression: compiled forms are used as given, and the client keeps none after the call', async () => {
+    const c = client();
+    // In a function, so no reference to the forms stays on this frame.
+    const call = async () => {
+      const forms = compileSecretForms([SECRET]);
+      const res = await readAll(c, '/reflect', forms);
+      return { text: res.text, headers: res.headers, forms: new WeakRef(forms) };
+    };
+    const res = await call();
+    expect(res.text).not.toContain(SECRET);
+    expect(JSON.parse(res.text)).toMatchObject({ token: '[REDACTED]' });
+    expect(JSON.stringify(res.headers)).not.toContain(SECRET);
+    // The forms are the secret in other spellings: a revoked credential's must not stay here.
+    await new Promise((r) => setTimeout(r, 20));
+    v8.setFlagsFromString('--expose-gc');
+    (vm.runInNewContext('gc') as () => void)();
+    expect(res.forms.deref()).toBeUndefined();
     await c.close();
   });
 });

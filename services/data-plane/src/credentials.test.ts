@@ -1,3 +1,5 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { busNames, createInProcessBus, type Bus, type ReplyHandle } from '@vlt/bus';
 import type { CredentialsResponse } from '@vlt/contracts';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -223,5 +225,57 @@ describe('credential cache: outage posture', () => {
     cp.state.answer = { ok: false, code: 'revoked' };
     cp.state.hung.splice(0).forEach((answer) => answer());
     expect(await waiting).toEqual({ ok: false, code: 'revoked' });
+  });
+});
+
+describe('credential cache: the secrets’ searched forms live and die with the cached credential', () => {
+  let bus: Bus;
+  let cp: ReturnType<typeof fakeControlPlane>;
+  beforeEach(async () => {
+    bus = createInProcessBus({ names, requestTimeoutMs: 60_000 });
+    cp = fakeControlPlane(bus);
+    await cp.start();
+  });
+  afterEach(async () => {
+    await bus.close();
+  });
+  const granted = (r: CredentialsResponse) => {
+    if (!r.ok) throw new Error(`expected credentials, got ${r.code}`);
+    return r.credentials;
+  };
+  /** After a turn of the event loop: a WeakRef keeps its target alive to the end of the job that read it. */
+  const collectGarbage = async () => {
+    await new Promise((r) => setImmediate(r));
+    v8.setFlagsFromString('--expose-gc');
+    (vm.runInNewContext('gc') as () => void)();
+  };
+
+  it('derived once per cached credential, and those of a rotated key are not reused', async () => {
+    const c = createCredentialCache({ bus, names, ttlMs: TTL });
+    const first = granted(await c.get(req));
+    const forms = c.secretForms(first, ['k-1-long-enough-to-search']);
+    expect(forms.text).toContain('k-1-long-enough-to-search');
+    expect(c.secretForms(granted(await c.get(req)), ['k-1-long-enough-to-search'])).toBe(forms);
+    cp.state.answer = { ok: true, credentials: { type: 'api_key', key: 'k-2' }, ttlMs: TTL };
+    c.invalidate(req.connectionId);
+    const rotated = granted(await c.get(req));
+    const next = c.secretForms(rotated, ['k-2-long-enough-to-search']);
+    expect(next).not.toBe(forms);
+    expect(next.text).not.toContain('k-1-long-enough-to-search');
+  });
+
+  it('regression: an invalidated (revoked) credential leaves no forms of its secret reachable', async () => {
+    const c = createCredentialCache({ bus, names, ttlMs: TTL });
+    // In a function, so no reference to the forms stays on this frame.
+    const track = async () => {
+      const creds = granted(await c.get(req));
+      return new WeakRef(c.secretForms(creds, ['k-1-long-enough-to-search']));
+    };
+    const forms = await track();
+    await collectGarbage();
+    expect(forms.deref(), 'the cached credential holds its forms').toBeDefined();
+    c.invalidate(req.connectionId);
+    await collectGarbage();
+    expect(forms.deref(), 'nothing else may hold them').toBeUndefined();
   });
 });

@@ -12,6 +12,7 @@
  */
 import type { Bus, BusNames } from '@vlt/bus';
 import { CredentialsResponse } from '@vlt/contracts';
+import { compileSecretForms, type SecretForms } from '@vlt/upstream';
 
 /**
  * Longer than the control plane may take to answer: a provider refresh (at most 10 s) or the
@@ -36,6 +37,12 @@ type Granted = Extract<CredentialsResponse, { ok: true }>;
 export interface CredentialCache {
   get(req: { workspaceId: string; agentId: string; connectionId: string }): Promise<CredentialsResponse>;
   invalidate(connectionId: string): void;
+  /**
+   * The searched forms (upstream scrubbing) of `secrets`, the values injected from `credentials`
+   * as `get` returned them: derived once per cached credential and held by it alone, so they
+   * are dropped with it (expiry, revocation, re-auth) and never outlive it.
+   */
+  secretForms(credentials: Granted['credentials'], secrets: readonly string[]): SecretForms;
 }
 
 interface Entry {
@@ -68,6 +75,7 @@ export function createCredentialCache(deps: {
   const staleMs = deps.staleMs ?? 0;
   const standInAfterMs = deps.standInAfterMs ?? STAND_IN_AFTER_MS;
   const cache = new Map<string, Entry>();
+  const formsByCredential = new WeakMap<Granted['credentials'], SecretForms>();
   const inflight = new Map<string, { answer: Promise<CredentialsResponse>; startedAt: number }>();
 
   /** The stale entry, when one may stand in for an answer the control plane could not give. */
@@ -164,6 +172,14 @@ export function createCredentialCache(deps: {
     },
     invalidate(connectionId) {
       for (const [k, v] of cache) if (v.connectionId === connectionId) cache.delete(k);
+    },
+    secretForms(credentials, secrets) {
+      let forms = formsByCredential.get(credentials);
+      if (!forms) {
+        forms = compileSecretForms(secrets);
+        formsByCredential.set(credentials, forms);
+      }
+      return forms;
     },
   };
 }

@@ -209,9 +209,10 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
     recorder.failed('AGENT_GONE', { reason: 'the agent hung up before the request was sent' });
     throw Errors.clientClosed();
   }
-  const request = buildUpstreamRequest(target, credentials, connection, {
+  const built = buildUpstreamRequest(target, credentials, connection, {
     bodyIsAgentText: typeof req.body === 'string',
   });
+  const request = { ...built, secrets: deps.credentials.secretForms(credentials, built.secrets) };
   // A redeemed contact field step-up keeps PII fields in this one response (ADR 0045).
   const route = { method: req.method, path: target.matchPath, fullFields: decision.fullFields };
   if (decision.fullFields) recorder.annotate({ fullFields: true, approvalRequestId: req.approvalId });
