@@ -8,6 +8,7 @@ import type { Bus, BusNames, Consumer, HandlerOutcome, StreamMessage } from '@vl
 import { AuditEventMessage } from '@vlt/contracts';
 import type { Sql } from '@vlt/db';
 import { storableJson, storableText } from '@vlt/service-kit';
+import { batchItemContext, inBatchItem, inBatchSpan, type BatchItemContext } from '@vlt/telemetry';
 import type { FastifyBaseLogger } from 'fastify';
 
 /** The columns of `audit_events`, as the parallel arrays one insert statement takes. */
@@ -96,7 +97,7 @@ const BATCH_WINDOW_MS = 20;
  * hold back the others.
  */
 export class AuditBatcher {
-  private queue: Array<{ e: AuditEventMessage; done: (err?: unknown) => void }> = [];
+  private queue: Array<{ e: AuditEventMessage; ctx: BatchItemContext; done: (err?: unknown) => void }> = [];
   private scheduled = false;
 
   constructor(
@@ -106,7 +107,12 @@ export class AuditBatcher {
 
   store(e: AuditEventMessage): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ e, done: (err) => (err === undefined ? resolve() : reject(err)) });
+      this.queue.push({
+        e,
+        // Each event's trace links to the one statement that stores it (and back).
+        ctx: batchItemContext(),
+        done: (err) => (err === undefined ? resolve() : reject(err)),
+      });
       if (this.queue.length >= this.maxBatch) void this.flush();
       else if (!this.scheduled) {
         this.scheduled = true;
@@ -126,15 +132,21 @@ export class AuditBatcher {
       setTimeout(() => void this.flush(), BATCH_WINDOW_MS);
     }
     try {
-      await insertAuditEvents(
-        this.sql,
-        batch.map((b) => b.e),
+      await inBatchSpan(
+        'store audit events',
+        batch.map((b) => b.ctx),
+        { 'db.operation.name': 'INSERT', 'db.collection.name': 'audit_events' },
+        () =>
+          insertAuditEvents(
+            this.sql,
+            batch.map((b) => b.e),
+          ),
       );
       for (const b of batch) b.done();
     } catch {
       await Promise.all(
         batch.map((b) =>
-          storeAuditEvent(this.sql, b.e).then(
+          inBatchItem(b.ctx, () => storeAuditEvent(this.sql, b.e)).then(
             () => b.done(),
             (err: unknown) => b.done(err ?? new Error('failed')),
           ),
