@@ -28,3 +28,5 @@ export { runInTraceContext, withTraceContext } from './wire.js';
 export { createNatsBus, destroyNatsBusState, purgeNatsPrefix, type NatsBusOptions } from './nats-bus.js';
 export { createInProcessBus, type InProcessBusOptions } from './in-process-bus.js';
 export { createBus, type CreateBusOptions } from './create-bus.js';
+/** Spans for work done once for many consumed messages (a batch insert). */
+export { batchItemContext, inBatchItem, inBatchSpan, type BatchItemContext } from './spans.js';

@@ -28,5 +28,4 @@ export {
   type TracingConfig,
 } from './tracing-config.js';
 export { RedactingSpanProcessor } from './redacting-span-processor.js';
-export { batchItemContext, inBatchItem, inBatchSpan, type BatchItemContext } from './batch-span.js';
 export { TelemetryError, type TelemetryErrorCode } from './errors.js';

@@ -4,11 +4,20 @@
  * ack means redelivery, and redelivery of a stored event is a no-op.
  */
 import { randomUUID } from 'node:crypto';
-import type { Bus, BusNames, Consumer, HandlerOutcome, StreamMessage } from '@vlt/bus';
+import {
+  batchItemContext,
+  inBatchItem,
+  inBatchSpan,
+  type BatchItemContext,
+  type Bus,
+  type BusNames,
+  type Consumer,
+  type HandlerOutcome,
+  type StreamMessage,
+} from '@vlt/bus';
 import { AuditEventMessage } from '@vlt/contracts';
 import type { Sql } from '@vlt/db';
 import { storableJson, storableText } from '@vlt/service-kit';
-import { batchItemContext, inBatchItem, inBatchSpan, type BatchItemContext } from '@vlt/telemetry';
 import type { FastifyBaseLogger } from 'fastify';
 
 /** The columns of `audit_events`, as the parallel arrays one insert statement takes. */
