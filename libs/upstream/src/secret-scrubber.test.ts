@@ -118,6 +118,44 @@ describe('secret scrubber', () => {
     expect(s.end().toString()).toBe(TOKEN.slice(0, 10));
   });
 
+  it('holds back exactly the longest suffix that could start any form (against a direct search)', () => {
+    // The held-back length decides what a later chunk can still complete: one byte too few
+    // and a secret split there passes unscrubbed.
+    const expectedHeld = (chunk: Buffer, forms: readonly Buffer[]): number => {
+      let best = 0;
+      for (const form of forms) {
+        for (let len = 1; len < form.length && len <= chunk.length; len++) {
+          if (chunk.subarray(chunk.length - len).equals(form.subarray(0, len))) best = Math.max(best, len);
+        }
+      }
+      return best;
+    };
+    const secret = fc.stringMatching(/^[A-Za-z0-9:@+/=_-]{8,40}$/);
+    fc.assert(
+      fc.property(
+        fc.array(secret, { minLength: 1, maxLength: 3 }),
+        fc.string({ maxLength: 60 }),
+        fc.nat(),
+        fc.nat(),
+        (secrets, text, pick, cut) => {
+          const compiled = compileSecretForms(secrets);
+          const forms = compiled.bytes.map((f) => f.bytes);
+          if (forms.length === 0) return;
+          // Text, then a proper prefix of one of the forms (or nothing), as the chunk's tail.
+          const form = forms[pick % forms.length]!;
+          const chunk = Buffer.concat([Buffer.from(text), form.subarray(0, cut % form.length)]);
+          if (chunk.length === 0) return;
+          const s = createSecretScrubber(compiled)!;
+          const out = s.push(chunk);
+          if (s.found) return; // a replacement changed the bytes: covered by the equality tests
+          expect(chunk.length - out.length).toBe(expectedHeld(chunk, forms));
+          expect(Buffer.concat([out, s.end()]).equals(chunk)).toBe(true);
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
   it('does not search forms shorter than 8 characters (they would match ordinary text)', () => {
     expect(createSecretScrubber(['abc'])).toBeNull();
     expect(scrubSecretsFromText('abc abc', ['abc'])).toBe('abc abc');
