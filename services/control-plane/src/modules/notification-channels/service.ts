@@ -207,14 +207,14 @@ export async function setChannelEnabled(
   id: string,
   enabled: boolean,
 ) {
-  await ownChannel(deps, member.workspaceId, id);
   const row = await commitChange(deps, async (tx, emit) => {
+    // Both statements are scoped to the member's workspace: another workspace's channel is
+    // neither changed nor found (404), with nothing written.
     const changed = await tx.notificationChannel.updateMany({
       where: { id, workspaceId: member.workspaceId, enabled: !enabled },
       data: { enabled },
     });
     const r = await tx.notificationChannel.findFirst({ where: { id, workspaceId: member.workspaceId } });
-    // Deleted between the ownership check and here: as if it had never been found.
     if (!r) throw Errors.notFound('notification channel not found');
     if (changed.count > 0)
       emit(
