@@ -84,11 +84,16 @@ export function secretForms(secrets: readonly string[]): string[] {
 export interface SecretForms {
   readonly text: readonly string[];
   readonly bytes: readonly ByteForm[];
+  /** The byte forms that start with each byte value (undefined: none), for the held-back suffix. */
+  readonly byFirstByte: readonly (readonly Buffer[] | undefined)[];
 }
 
 export function compileSecretForms(secrets: readonly string[]): SecretForms {
   const text = secretForms(secrets);
-  return { text, bytes: byteForms(text) };
+  const bytes = byteForms(text);
+  const byFirstByte = new Array<Buffer[] | undefined>(256);
+  for (const f of bytes) (byFirstByte[f.bytes[0]!] ??= []).push(f.bytes);
+  return { text, bytes, byFirstByte };
 }
 
 type Secrets = readonly string[] | SecretForms;
@@ -106,12 +111,9 @@ export interface SecretScrubber {
 
 /** A scrubber for one body, or null when no secret has a searchable form. */
 export function createSecretScrubber(secrets: Secrets): SecretScrubber | null {
-  const forms = compiled(secrets).bytes;
+  const { bytes: forms, byFirstByte } = compiled(secrets);
   if (forms.length === 0) return null;
   const longest = forms[0]!.bytes.length;
-  /** The forms that start with each byte value (undefined: none). */
-  const byFirstByte: (Buffer[] | undefined)[] = new Array<Buffer[] | undefined>(256);
-  for (const { bytes } of forms) (byFirstByte[bytes[0]!] ??= []).push(bytes);
   let carry: Buffer | null = null;
   let found = false;
   /** Input bytes seen so far (for the parity of UTF-16 matches). */
