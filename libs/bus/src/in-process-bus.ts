@@ -473,7 +473,15 @@ class MemoryStream {
     const seq = ++this.lastSeq;
     this.events.push({ seq, subject, json, headers, msgId, storedAt: now });
     this.recentIds.set(msgId, now);
-    for (const d of this.durables.values()) for (const wake of d.waiters) wake();
+    for (const d of this.durables.values()) {
+      if (subjectMatches(d.filter, subject)) {
+        for (const wake of d.waiters) wake();
+      } else if (seq > d.ackFloor) {
+        // Not for this durable: finished now, as next() would on its next scan, instead of
+        // waking its consumers (every one of them, on every event) only to skip it.
+        this.finish(d, seq);
+      }
+    }
   }
 
   durable(name: string, filter: string, maxDeliver: number, startSequence?: number): DurableState {

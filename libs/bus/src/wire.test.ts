@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { BusError, BusReplyError } from './bus.js';
 import {
@@ -28,6 +29,28 @@ describe('subjectMatches', () => {
     ['a.b.>', 'a.c.>', false],
   ])('%s vs %s → %s', (filter, subject, expected) => {
     expect(subjectMatches(filter, subject)).toBe(expected);
+  });
+
+  it('matches exactly as token-by-token comparison of the split subjects', () => {
+    // The plain definition the walking matcher must agree with, on every shape of input.
+    const reference = (filter: string, subject: string) => {
+      const f = filter.split('.');
+      const s = subject.split('.');
+      for (let i = 0; i < f.length; i++) {
+        if (f[i] === '>') return s.length > i;
+        if (i >= s.length) return false;
+        if (f[i] !== '*' && f[i] !== s[i]) return false;
+      }
+      return f.length === s.length;
+    };
+    const token = fc.constantFrom('a', 'b', 'ab', '*', '>', '');
+    const subjectOf = fc.array(token, { minLength: 1, maxLength: 5 }).map((t) => t.join('.'));
+    fc.assert(
+      fc.property(subjectOf, subjectOf, (filter, subject) => {
+        expect(subjectMatches(filter, subject)).toBe(reference(filter, subject));
+      }),
+      { numRuns: 5000 },
+    );
   });
 });
 

@@ -59,18 +59,34 @@ export function assertFilter(filter: string, what = 'subject filter'): void {
   if (!ok) throw new BusError(`invalid ${what}: ${JSON.stringify(filter)}`);
 }
 
-/** NATS subject matching; `subject` may itself hold wildcards, which then match literally. */
+/**
+ * NATS subject matching; `subject` may itself hold wildcards, which then match literally.
+ * Walks both strings token by token without splitting them: the in-process bus matches every
+ * durable's filter against every event it stores.
+ */
 export function subjectMatches(filter: string, subject: string): boolean {
-  const f = filter.split('.');
-  const s = subject.split('.');
-  for (let i = 0; i < f.length; i++) {
-    const t = f[i];
-    if (t === '>') return s.length > i;
-    if (i >= s.length) return false;
-    if (t !== '*' && t !== s[i]) return false;
+  let f = 0; // start of the filter's current token
+  let s = 0; // start of the subject's token at the same index; past the end: it has none
+  for (;;) {
+    let fEnd = filter.indexOf('.', f);
+    if (fEnd === -1) fEnd = filter.length;
+    const fLen = fEnd - f;
+    if (fLen === 1 && filter.charCodeAt(f) === GT) return s <= subject.length;
+    if (s > subject.length) return false;
+    let sEnd = subject.indexOf('.', s);
+    if (sEnd === -1) sEnd = subject.length;
+    if (!(fLen === 1 && filter.charCodeAt(f) === STAR)) {
+      if (sEnd - s !== fLen) return false;
+      for (let i = 0; i < fLen; i++) if (filter.charCodeAt(f + i) !== subject.charCodeAt(s + i)) return false;
+    }
+    if (fEnd === filter.length) return sEnd === subject.length;
+    f = fEnd + 1;
+    s = sEnd + 1;
   }
-  return f.length === s.length;
 }
+
+const GT = 0x3e; // '>'
+const STAR = 0x2a; // '*'
 
 // Same rules as the NATS KV client, checked up front so both transports fail alike.
 const KV_KEY = /^[-/=.\w]+$/;

@@ -36,6 +36,31 @@ describe('in-process bus: its own limits', () => {
     expect(got.items).toEqual([3, 4, 5]);
   });
 
+  it('events outside a stopped durable filter do not hold the stream full', async () => {
+    // A filtered durable (the notifier's) whose consumer is not running: events it will never
+    // take are finished for it as they are stored, so they do not count against the limit.
+    const bus = createInProcessBus({ names, stream: { maxMessages: 3 } });
+    const alerts = await bus.consume(
+      { durable: 'alerts', filterSubject: names.eventSubject('alert', '*') },
+      async () => ack,
+    );
+    await alerts.stop();
+    for (let i = 1; i <= 10; i++) await bus.publish(names.eventSubject('other', 'x'), i, { msgId: `o${i}` });
+    // What it does filter still waits for it, and still fills the stream.
+    for (let i = 1; i <= 3; i++) await bus.publish(names.eventSubject('alert', 'x'), i, { msgId: `a${i}` });
+    await expect(bus.publish(names.eventSubject('alert', 'x'), 4, { msgId: 'a4' })).rejects.toMatchObject({
+      code: 'BUS_PUBLISH_FAILED',
+    });
+    const got = new Inbox<unknown>();
+    await bus.consume({ durable: 'alerts', filterSubject: names.eventSubject('alert', '*') }, async (m) => {
+      got.push(m.data);
+      return ack;
+    });
+    await got.count(3);
+    await bus.close();
+    expect(got.items).toEqual([1, 2, 3]);
+  });
+
   it('never drops an event a durable has not finished: a full stream refuses the publish instead', async () => {
     const bus = createInProcessBus({ names, stream: { maxMessages: 3 } });
     const subject = names.eventSubject('full', 'x');
