@@ -14,6 +14,8 @@ import { startProviderGateway, type ProviderGateway } from '../support/provider-
 const creds = { email: 'bot@tracker.test', apiToken: `tok-${randomBytes(12).toString('hex')}` };
 const BINARY = randomBytes(4096);
 const hits = new Map<string, number>();
+/** Set when the provider sees the agent's slow stream closed from our side. */
+let slowClosed = false;
 let fx: ProviderGateway;
 let site: string;
 let gw: InProcessGateway;
@@ -46,6 +48,17 @@ beforeAll(async () => {
       hits.set(req.url ?? '', (hits.get(req.url ?? '') ?? 0) + 1);
       if (req.headers.authorization !== expected) return res.writeHead(401).end();
       if (req.url === '/rest/api/3/events') return void writeSse(res);
+      if (req.url === '/rest/api/3/slow') {
+        // One event, then nothing until the gateway lets go of the request (or 10 s).
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"text":"first"}\n\n');
+        const timer = setTimeout(() => res.end(), 10_000);
+        res.on('close', () => {
+          clearTimeout(timer);
+          slowClosed = true;
+        });
+        return;
+      }
       if (req.url === '/rest/api/3/attachment/1') {
         res.writeHead(200, {
           'content-type': 'application/octet-stream',
@@ -70,7 +83,7 @@ beforeAll(async () => {
     response: [
       {
         label: 'no e-mail',
-        match: { urlPattern: '^/rest/api/3/(events|big|nope|myself)$' },
+        match: { urlPattern: '^/rest/api/3/(events|big|nope|myself|slow)$' },
         filter: { redact: [{ type: 'email' }] },
       },
     ],
@@ -116,6 +129,28 @@ describe('stream: true', () => {
       e.some((x) => x.auditId === auditId),
     );
     expect(requested.find((x) => x.auditId === auditId)!.action).toBe('execution_requested');
+  });
+
+  it('records one client_closed terminal event when the agent hangs up, and lets go of the provider', async () => {
+    const res = await call({ url: `${site}/rest/api/3/slow`, stream: true });
+    expect(res.statusCode).toBe(200);
+    const requestAuditId = res.headers['x-vlt-audit-id'];
+    expect(typeof requestAuditId).toBe('string');
+    const first = await res.body[Symbol.asyncIterator]().next();
+    expect(String(first.value)).toContain('"first"');
+    res.body.destroy();
+    const deadline = Date.now() + 5_000;
+    while (!slowClosed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(slowClosed).toBe(true);
+    const ofCall = (rows: Awaited<ReturnType<typeof pollAudit>>) =>
+      rows.filter((x) => x.metadata.requestAuditId === requestAuditId);
+    const errors = ofCall(
+      await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
+    );
+    expect(errors.map((e) => e.metadata.error)).toEqual(['client_closed']);
+    expect(ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true))).toEqual(
+      [],
+    );
   });
 
   it('returns a non-2xx provider answer buffered, in the usual envelope', async () => {
