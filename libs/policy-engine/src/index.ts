@@ -53,6 +53,7 @@ export {
   filterResponseBody,
   createResponseFilterStream,
   createResponseFilterNodeStream,
+  createResponseFilterCore,
   responseFilterability,
 } from './response-body.js';
 export type { NodeFilterOptions, ResponseFilterability, ResponseRoute } from './response-body.js';
@@ -60,8 +61,8 @@ export type { ResponsePlan } from './response-filter.js';
 export { MAX_JSON_DEPTH } from './response-filter.js';
 export { classifyContentType } from './content-type.js';
 export type { MediaType } from './content-type.js';
-export { DEFAULT_STREAM_LIMITS } from './stream-filters.js';
-export type { StreamFilterLimits } from './stream-filters.js';
+export { chainFilterCores, DEFAULT_STREAM_LIMITS, toNodeTransform } from './stream-filters.js';
+export type { ResponseFilterCore, StreamFilterLimits } from './stream-filters.js';
 
 export {
   PolicyValidationError,
@@ -70,5 +71,10 @@ export {
   ResponseFilterEncodingError,
   ResponseUnfilterableError,
 } from './errors.js';
-export { createLlmStreamRedaction, holdBackFrom, MAX_HELD } from './llm-stream-redaction.js';
+export {
+  createLlmStreamRedaction,
+  createLlmStreamRedactionCore,
+  holdBackFrom,
+  MAX_HELD,
+} from './llm-stream-redaction.js';
 export type { LlmStreamProtocol } from './llm-stream-redaction.js';

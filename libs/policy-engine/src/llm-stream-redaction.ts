@@ -14,10 +14,11 @@
  * provider's JSON events, passes unchanged (the per-event filters before this stage still
  * applied to it); held text never exceeds MAX_HELD characters per slot.
  */
-import { Transform } from 'node:stream';
+import type { Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type { Detector } from './pii-detectors.js';
 import { redactText } from './redaction.js';
+import { toNodeTransform, type ResponseFilterCore } from './stream-filters.js';
 
 export type LlmStreamProtocol = 'openai' | 'anthropic' | 'gemini';
 
@@ -300,14 +301,15 @@ const PROTOCOLS: Record<LlmStreamProtocol, () => Protocol> = { openai: openAi, a
 
 /**
  * The stage for one stream. Input and output are SSE bytes (UTF-8); events are cut at blank
- * lines, so a chunk may end anywhere.
+ * lines, so a chunk may end anywhere. A filter core, so the data plane runs it in the same
+ * stream stage as the response filter before it (one stage per response, not one per step).
  */
-export function createLlmStreamRedaction(
+export function createLlmStreamRedactionCore(
   protocol: LlmStreamProtocol,
   detectors: readonly Detector[],
   /** `rawPath: false` parses every event (the tests compare both paths). */
   options: { rawPath?: boolean } = {},
-): Transform {
+): ResponseFilterCore {
   const r = new DeltaRedactor(detectors);
   const p = PROTOCOLS[protocol]();
   const rewriteRaw = options.rawPath === false ? undefined : p.rewriteRaw;
@@ -337,9 +339,10 @@ export function createLlmStreamRedaction(
     const { before, changed } = p.rewrite(event, data, r);
     return before.join('') + (changed ? serialise(event, data) : `${block}\n\n`);
   };
+  const bytes = (text: string): Uint8Array[] => (text === '' ? [] : [Buffer.from(text, 'utf8')]);
 
-  return new Transform({
-    transform(chunk: Buffer, _enc, cb) {
+  return {
+    push(chunk) {
       pending += decoder.write(chunk);
       let out = '';
       // Events are cut at each blank line; `start` walks the text and it is sliced once.
@@ -353,13 +356,23 @@ export function createLlmStreamRedaction(
       }
       if (start > 0) pending = pending.slice(start);
       searchFrom = pending.length;
-      cb(null, out === '' ? undefined : Buffer.from(out, 'utf8'));
+      return bytes(out);
     },
-    flush(cb) {
+    end() {
       pending += decoder.end();
       let out = pending.trim() === '' ? '' : handle(pending);
+      pending = '';
       out += p.finish(r).join('');
-      cb(null, out === '' ? undefined : Buffer.from(out, 'utf8'));
+      return bytes(out);
     },
-  });
+  };
+}
+
+/** The stage as a Node stream of its own (tests and benchmarks drive it alone). */
+export function createLlmStreamRedaction(
+  protocol: LlmStreamProtocol,
+  detectors: readonly Detector[],
+  options: { rawPath?: boolean } = {},
+): Transform {
+  return toNodeTransform(createLlmStreamRedactionCore(protocol, detectors, options));
 }

@@ -9,7 +9,7 @@ import { UTF8_CODEC, classifyContentType, codecFor } from './content-type.js';
 import { ResponseFilterEncodingError, ResponseUnfilterableError } from './errors.js';
 import type { ResponseRoute } from './response-filter.js';
 import { filterJsonValue, planNeedsStructure } from './response-filter.js';
-import type { StreamFilterLimits } from './stream-filters.js';
+import type { ResponseFilterCore, StreamFilterLimits } from './stream-filters.js';
 import { createFilterCore, runFilterCore, toNodeTransform, toWebTransform } from './stream-filters.js';
 
 export type { ResponseRoute };
@@ -99,6 +99,16 @@ export function createResponseFilterStream(
 ): TransformStream<Uint8Array, Uint8Array> | null {
   const core = createFilterCore(contentType, planResponse(policy, route), limits);
   return core ? toWebTransform(core) : null;
+}
+
+/** The synchronous filter itself, or null to pass the bytes through untouched. */
+export function createResponseFilterCore(
+  contentType: string | null | undefined,
+  policy: PolicyRuntime,
+  route: ResponseRoute,
+  limits: Partial<StreamFilterLimits> = {},
+): ResponseFilterCore | null {
+  return createFilterCore(contentType, planResponse(policy, route), limits);
 }
 
 /** The same filter as a Node Transform, or null to pass the bytes through untouched. */

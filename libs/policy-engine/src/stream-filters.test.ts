@@ -16,6 +16,7 @@ import type { ResponsePlan } from './response-filter.js';
 import { filterJsonValue } from './response-filter.js';
 import { redactText } from './redaction.js';
 import type { ResponseFilterCore } from './stream-filters.js';
+import { chainFilterCores } from './stream-filters.js';
 import { createFilterCore, runFilterCore } from './stream-filters.js';
 import { runtime } from './test-fixtures.js';
 
@@ -524,5 +525,59 @@ describe('stream wrappers', () => {
     await expect(async () => {
       for await (const _ of Readable.from([enc.encode('x'.repeat(50))]).pipe(limited)) void _;
     }).rejects.toThrow(ResponseFilterLimitError);
+  });
+});
+
+describe('chainFilterCores', () => {
+  const enc = (t: string) => new TextEncoder().encode(t);
+  const dec = (parts: Uint8Array[]) => parts.map((p) => new TextDecoder().decode(p)).join('');
+  /** Holds back an unfinished line and upper-cases whole ones: stateful, one part per call. */
+  const lines = (): ResponseFilterCore => {
+    let held = '';
+    return {
+      push(chunk) {
+        held += new TextDecoder().decode(chunk);
+        const cut = held.lastIndexOf('\n') + 1;
+        const out = held.slice(0, cut).toUpperCase();
+        held = held.slice(cut);
+        return out ? [enc(out)] : [];
+      },
+      end: () => (held ? [enc(held.toUpperCase())] : []),
+    };
+  };
+  /** Maps A to 4, a part per character, and counts what it saw into a trailer at the end. */
+  const perChar = (): ResponseFilterCore => {
+    let seen = 0;
+    return {
+      push(chunk) {
+        const t = new TextDecoder().decode(chunk);
+        seen += t.length;
+        return [...t].map((ch) => enc(ch === 'A' ? '4' : ch));
+      },
+      end: () => [enc(`|${seen}`)],
+    };
+  };
+
+  it('feeds everything the first emits, in order, through the second, whatever the chunking', () => {
+    fc.assert(
+      fc.property(
+        fc.stringMatching(/^[ab\n]{0,40}$/),
+        fc.array(fc.nat(40), { maxLength: 6 }),
+        (text, cuts) => {
+          const expected = text.toUpperCase().replaceAll('A', '4') + `|${text.length}`;
+          const chain = chainFilterCores(lines(), perChar());
+          const points = [...new Set(cuts.map((c) => Math.min(c, text.length)))].sort((x, y) => x - y);
+          const out: Uint8Array[] = [];
+          let from = 0;
+          for (const p of [...points, text.length]) {
+            out.push(...chain.push(enc(text.slice(from, p))));
+            from = p;
+          }
+          out.push(...chain.end());
+          expect(dec(out)).toBe(expected);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

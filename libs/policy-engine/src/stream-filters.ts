@@ -609,6 +609,30 @@ export function createFilterCore(
   }
 }
 
+/**
+ * Two cores as one: what `first` emits is fed to `second` in the same call. The data plane
+ * runs the response filter and the LLM delta redaction this way, in one stream stage: each
+ * Node stream stage costs its state and listeners for as long as a response is open, and a
+ * hop per chunk.
+ */
+export function chainFilterCores(first: ResponseFilterCore, second: ResponseFilterCore): ResponseFilterCore {
+  const through = (parts: Uint8Array[]): Uint8Array[] => {
+    if (parts.length === 0) return [];
+    if (parts.length === 1) return second.push(parts[0]!);
+    const out: Uint8Array[] = [];
+    for (const part of parts) for (const o of second.push(part)) out.push(o);
+    return out;
+  };
+  return {
+    push: (chunk) => through(first.push(chunk)),
+    end() {
+      const out = through(first.end());
+      for (const o of second.end()) out.push(o);
+      return out;
+    },
+  };
+}
+
 /** Runs a core over a whole body: the buffered counterpart of streaming it. */
 export function runFilterCore(core: ResponseFilterCore, body: Uint8Array): Uint8Array {
   return join([...core.push(body), ...core.end()]) ?? new Uint8Array(0);

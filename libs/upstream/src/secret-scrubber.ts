@@ -221,10 +221,8 @@ export function scrubSecretsFromText(text: string, secrets: Secrets): string {
   return out;
 }
 
-/** The scrubber as a Node stream stage. */
-export function createSecretScrubStream(secrets: Secrets): Transform | null {
-  const s = createSecretScrubber(secrets);
-  if (!s) return null;
+/** A scrubber as a Node stream stage of its own (after content decoders). */
+export function createSecretScrubStream(s: SecretScrubber): Transform {
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
       const out = s.push(chunk);

@@ -1,5 +1,6 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { createSecretScrubber } from './secret-scrubber.js';
 import { createTickCoalescer } from './tick-coalescer.js';
 
 function collect(stage: ReturnType<typeof createTickCoalescer>): Buffer[] {
@@ -49,5 +50,26 @@ describe('tick coalescer', () => {
     stage.end();
     await new Promise((r) => stage.once('end', r));
     expect(Buffer.concat(out).length).toBe(accepted * chunk.length);
+  });
+});
+
+describe('tick coalescer with a step (the secret scrubber in the same stage)', () => {
+  it('scrubs a secret split across turns and releases the held-back tail at the end', async () => {
+    const scrubber = createSecretScrubber(['sk-live-0123456789abcdef'])!;
+    const stage = createTickCoalescer(scrubber);
+    const out = collect(stage);
+    stage.write(Buffer.from('data: {"echo":"sk-live-01234'));
+    await nextTurn();
+    stage.write(Buffer.from('56789abcdef"}\n\ndata: [DONE]\n\nsk-live'));
+    await nextTurn();
+    stage.end();
+    await new Promise((r) => stage.once('end', r));
+    const text = Buffer.concat(out).toString();
+    expect(text).not.toContain('sk-live-0123456789abcdef');
+    expect(text).toContain('[REDACTED]');
+    // A prefix of the secret that never completed is the provider's text, and comes out last.
+    expect(text.endsWith('data: [DONE]\n\nsk-live')).toBe(true);
+    // Nothing empty was passed on while the scrubber held bytes back.
+    expect(out.every((c) => c.length > 0)).toBe(true);
   });
 });

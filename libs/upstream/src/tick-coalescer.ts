@@ -8,34 +8,47 @@
  */
 import { Transform } from 'node:stream';
 
-export function createTickCoalescer(): Transform {
+/** A synchronous step run on each joined chunk inside the same stage (the secret scrubber). */
+export interface ChunkStep {
+  push(chunk: Buffer): Buffer;
+  end(): Buffer;
+}
+
+export function createTickCoalescer(then?: ChunkStep): Transform {
   let pending: Buffer[] = [];
   let scheduled = false;
   const take = (): Buffer => {
-    const out = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
+    const joined = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
     pending = [];
-    return out;
+    return then ? then.push(joined) : joined;
   };
+  // An empty result (the step held everything back) is not passed on: it would read as the end.
+  const some = (b: Buffer): Buffer | undefined => (b.length > 0 ? b : undefined);
   const stage = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       pending.push(chunk);
       if (this.readableLength >= this.readableHighWaterMark) {
         // The reader is behind: pass the batch on now, so Transform holds this write's
         // callback until it reads (backpressure reaches the provider's socket as before).
-        callback(null, take());
+        callback(null, some(take()));
         return;
       }
       if (!scheduled) {
         scheduled = true;
         process.nextTick(() => {
           scheduled = false;
-          if (pending.length > 0 && !stage.destroyed) stage.push(take());
+          if (pending.length === 0 || stage.destroyed) return;
+          const out = some(take());
+          if (out) stage.push(out);
         });
       }
       callback();
     },
     flush(callback) {
-      callback(null, pending.length > 0 ? take() : undefined);
+      const head = pending.length > 0 ? take() : undefined;
+      const rest = then?.end();
+      const out = head && rest?.length ? Buffer.concat([head, rest]) : (head ?? rest);
+      callback(null, out && some(out));
     },
   });
   return stage;

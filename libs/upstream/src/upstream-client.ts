@@ -21,6 +21,7 @@ import { Agent, errors as undiciErrors, request } from 'undici';
 import { isBlockedAddress } from '@vlt/policy-engine';
 import {
   compileSecretForms,
+  createSecretScrubber,
   createSecretScrubStream,
   scrubSecretsFromBuffer,
   scrubSecretsFromText,
@@ -275,6 +276,14 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       delete headers['content-encoding'];
       delete headers['content-length'];
     }
+    const scrubber = secrets ? createSecretScrubber(secrets) : null;
+    if (scrubber) delete headers['content-length'];
+    if (streamed && decoders.length === 0) {
+      // The common stream: its many small chunks joined per event-loop turn and scrubbed in
+      // one stage (each stage costs its state and listeners while the stream is open).
+      raw.on('error', () => undefined);
+      return pipeline(raw, createTickCoalescer(scrubber ?? undefined), () => undefined);
+    }
     const stages: NodeJS.ReadWriteStream[] = [
       // A stream's many small chunks, joined per event-loop turn before any stage sees them.
       ...(streamed ? [createTickCoalescer()] : []),
@@ -286,11 +295,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       stage.once('error', (err) => decodeFailures.add(err));
       stages.push(stage);
     }
-    const scrub = secrets ? createSecretScrubStream(secrets) : null;
-    if (scrub) {
-      stages.push(scrub);
-      delete headers['content-length'];
-    }
+    if (scrubber) stages.push(createSecretScrubStream(scrubber));
     if (stages.length === 0) return raw;
     // Absorb errors on the source after the chain settled (the chain reports them itself).
     raw.on('error', () => undefined);

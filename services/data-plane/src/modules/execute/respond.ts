@@ -5,12 +5,15 @@
  * Each shape ends the call's audit trail with exactly one terminal event.
  */
 import {
-  createResponseFilterNodeStream,
+  chainFilterCores,
+  createResponseFilterCore,
   responseFilterability,
+  toNodeTransform,
   ResponseFilterEncodingError,
   ResponseFilterLimitError,
   ResponseUnfilterableError,
   type PolicyRuntime,
+  type ResponseFilterCore,
   type ResponseRoute,
 } from '@vlt/policy-engine';
 import { Errors, upstreamAppError, type AppError } from '@vlt/service-kit';
@@ -21,7 +24,7 @@ import {
   type UpstreamResponse,
   type UpstreamStreamResponse,
 } from '@vlt/upstream';
-import { PassThrough, pipeline, Transform, type Readable } from 'node:stream';
+import { pipeline, Transform, type Readable } from 'node:stream';
 import type { CallRecorder } from './recorder.js';
 import { decodeAndFilter, filterFailureOf, type FilterFailure } from './response-decoding.js';
 import type { ResponseFilterPool } from './response-pool.js';
@@ -141,7 +144,7 @@ export async function respondStreamed(
   started: number,
   download: boolean,
   /** One more stage after the filter for a 2xx stream (`ExecuteOptions.streamStage`). */
-  extraStage?: (contentType: string | undefined) => Transform | null,
+  extraStage?: (contentType: string | undefined) => ResponseFilterCore | null,
 ): Promise<ExecutionResult | StreamedResult> {
   let streamed: UpstreamStreamResponse;
   try {
@@ -165,21 +168,23 @@ export async function respondStreamed(
     streamed.body.destroy();
     throw unfilterable(c.recorder, filterability.reason);
   }
+  const filter =
+    filterability.kind === 'pass' ? null : createResponseFilterCore(contentType, c.policy, c.route);
+  const extra = extraStage?.(contentType) ?? null;
   const result = pipeToAgent(
     c,
     streamed,
     started,
     download,
-    (beforeChunk) =>
-      filterability.kind === 'pass'
-        ? null
-        : createResponseFilterNodeStream(contentType, c.policy, c.route, {}, { beforeChunk }),
-    extraStage?.(contentType) ?? null,
+    filter && extra ? chainFilterCores(filter, extra) : (filter ?? extra),
   );
   // Status and headers go out with the first byte: a provider body that fails before it
   // (a broken encoding, an unfilterable first event, a deadline) is still answered with a
   // typed JSON error instead of a 2xx head followed by a cut connection.
-  await firstByteOrEnd(result.body);
+  // Before the first byte a failed stream is still a typed error answer; after it, a cut one.
+  await firstByteOrEnd(result.body).catch((err: Error) => {
+    throw agentError(err);
+  });
   return result;
 }
 
@@ -231,10 +236,8 @@ function pipeToAgent(
   upstream: UpstreamStreamResponse,
   started: number,
   download: boolean,
-  /** The response filter, counting the provider's bytes with `beforeChunk`; null: none. */
-  makeFilter: (beforeChunk: (chunk: Uint8Array) => void) => Transform | null,
-  /** A last stage before the agent (null: none), in the same pipeline as the filter. */
-  extra: Transform | null,
+  /** What the response rules (and any extra stage after them) do to the body; null: nothing. */
+  filter: ResponseFilterCore | null,
 ): StreamedResult {
   let bytes = 0;
   const settle = (action: 'execution_completed' | 'execution_error', metadata: Record<string, unknown>) =>
@@ -251,46 +254,38 @@ function pipeToAgent(
       throw new UpstreamError('too_large', 'provider response exceeds the size limit');
     }
   };
-  // With a filter the bytes are counted inside it: one stream stage less per chunk.
-  const filter = makeFilter(count);
-  const stage =
-    filter ??
-    new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        try {
-          count(chunk);
-        } catch (err) {
-          cb(err as Error);
-          return;
-        }
-        cb(null, chunk);
-      },
-    });
+  // One stream stage for the whole response: the filters run inside it, after the count.
+  const stage = filter
+    ? toNodeTransform(filter, count)
+    : new Transform({
+        transform(chunk: Buffer, _enc, cb) {
+          try {
+            count(chunk);
+          } catch (err) {
+            cb(err as Error);
+            return;
+          }
+          cb(null, chunk);
+        },
+      });
   const source = upstream.body;
   // Destroying the provider body after the pipeline settled (size limit, agent gone) makes
   // undici emit an abort error with no listener left: absorb it, the outcome is recorded.
   source.on('error', () => undefined);
-  const out = new PassThrough();
-  const done = (err: NodeJS.ErrnoException | null) => {
-    if (!err) return void settle('execution_completed', {});
-    settle('execution_error', { error: streamErrorKind(err) });
-    // Before the first byte this still becomes a typed error answer; after it, a cut stream.
-    out.destroy(agentError(err));
-  };
-  // One pipeline for every stage: each further pipeline() costs a stream's worth of listeners
-  // and state for as long as the call is open (bench/llm-proxy.ts memory per stream).
-  if (extra) {
-    pipeline(source, stage, extra, done);
-    extra.pipe(out);
-  } else {
-    pipeline(source, stage, done);
-    stage.pipe(out);
-  }
-  out.on('close', () => {
-    if (c.recorder.settled) return;
-    // The agent hung up: stop reading from the provider.
+  // Registered before the pipeline's listener, so it runs first: a close that neither the
+  // pipeline's end nor an error explains is the agent hanging up (Fastify destroys the body it
+  // was sending without an error). Stop reading from the provider.
+  stage.on('close', () => {
+    if (c.recorder.settled || stage.errored) return;
     source.destroy();
     settle('execution_error', { error: 'client_closed' });
+  });
+  // One pipeline and one stage, which is also what the agent is sent: each further stage or
+  // pipeline() costs a stream's worth of listeners and state for as long as the call is open
+  // (bench/llm-proxy.ts memory per stream).
+  pipeline(source, stage, (err) => {
+    if (!err) return void settle('execution_completed', {});
+    settle('execution_error', { error: streamErrorKind(err) });
   });
   const headers: Record<string, string> = {};
   for (const name of ['content-type', 'content-disposition', 'content-language', 'etag', 'last-modified']) {
@@ -305,7 +300,7 @@ function pipeToAgent(
   // A stream's terminal event is written when it ends; the agent correlates it by the call's
   // execution_requested event, which every later event of the call names (requestAuditId).
   headers['x-vlt-audit-id'] = c.recorder.requestAuditId;
-  return { streamed: true, status: upstream.status, headers, body: out };
+  return { streamed: true, status: upstream.status, headers, body: stage };
 }
 
 async function readCapped(body: Readable, max: number): Promise<Buffer> {

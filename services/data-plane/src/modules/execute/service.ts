@@ -8,11 +8,11 @@
  */
 import { BusError } from '@vlt/bus';
 import type { ConnectionDescriptor, ExecuteModelB } from '@vlt/contracts';
-import type { Transform } from 'node:stream';
 import {
   evaluateExecution,
   planResponse,
   requestFingerprint,
+  type ResponseFilterCore,
   type ResponsePlan,
   type ExecutionContext,
   type ExecutionDecision,
@@ -88,7 +88,7 @@ export interface ExecuteOptions {
    * One more stage after the response filter for a streamed 2xx answer (the LLM proxy's
    * redaction across text deltas), given the response plan; null adds nothing.
    */
-  streamStage?: (plan: ResponsePlan | null, contentType: string | undefined) => Transform | null;
+  streamStage?: (plan: ResponsePlan | null, contentType: string | undefined) => ResponseFilterCore | null;
   /** Aborted when the agent hangs up: a request it no longer waits for is not sent. */
   agentGone?: AbortSignal;
   /**

@@ -5,7 +5,7 @@
  * answer goes back in the provider's own shape, with no envelope.
  */
 import { SERVICES, type ConnectionDescriptor, type ExecuteModelB } from '@vlt/contracts';
-import { createLlmStreamRedaction, type LlmStreamProtocol } from '@vlt/policy-engine';
+import { createLlmStreamRedactionCore, type LlmStreamProtocol } from '@vlt/policy-engine';
 import { Errors } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
@@ -159,7 +159,7 @@ export async function proxyLlmCall(
     ...(call.agentGone && { agentGone: call.agentGone }),
     streamStage: (plan, contentType) =>
       plan && plan.detectors.length > 0 && (contentType ?? '').toLowerCase().includes('text/event-stream')
-        ? createLlmStreamRedaction(STREAM_PROTOCOL[call.provider], plan.detectors)
+        ? createLlmStreamRedactionCore(STREAM_PROTOCOL[call.provider], plan.detectors)
         : null,
   });
   if ('approvalRequired' in out) return { kind: 'approval', approval: out, presentedUrl };
