@@ -625,11 +625,8 @@ export function chainFilterCores(first: ResponseFilterCore, second: ResponseFilt
   };
   return {
     push: (chunk) => through(first.push(chunk)),
-    end() {
-      const out = through(first.end());
-      for (const o of second.end()) out.push(o);
-      return out;
-    },
+    // A fresh array: the one `second.push` returned is its own.
+    end: () => [...through(first.end()), ...second.end()],
   };
 }
 

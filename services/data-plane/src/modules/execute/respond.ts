@@ -181,7 +181,6 @@ export async function respondStreamed(
   // Status and headers go out with the first byte: a provider body that fails before it
   // (a broken encoding, an unfilterable first event, a deadline) is still answered with a
   // typed JSON error instead of a 2xx head followed by a cut connection.
-  // Before the first byte a failed stream is still a typed error answer; after it, a cut one.
   await firstByteOrEnd(result.body).catch((err: Error) => {
     throw agentError(err);
   });
