@@ -107,6 +107,11 @@ export interface Bus {
    */
   durableAckFloor(durable: string): Promise<number | null>;
   /**
+   * The stream sequence of the newest event stored (0 when none ever was). A durable created
+   * with `startSequence` one above it takes only events published from now on.
+   */
+  lastEventSequence(): Promise<number>;
+  /**
    * Removes a durable consumer and its position (stop its consumers first); nothing happens
    * when it does not exist.
    */

@@ -141,6 +141,11 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
       return stream.ackFloorOf(durable);
     },
 
+    async lastEventSequence() {
+      assertOpen();
+      return stream.lastSequence();
+    },
+
     async deleteDurable(durable) {
       assertOpen();
       assertDurableName(durable);
@@ -561,6 +566,10 @@ class MemoryStream {
       if (e.seq > d.ackFloor && !d.done.has(e.seq) && subjectMatches(d.filter, e.subject)) n++;
     }
     return n;
+  }
+
+  lastSequence(): number {
+    return this.lastSeq;
   }
 
   ackFloorOf(name: string): number | null {

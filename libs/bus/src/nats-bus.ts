@@ -263,6 +263,15 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
       }
     },
 
+    async lastEventSequence() {
+      assertOpen();
+      try {
+        return (await jsm.streams.info(names.eventsStream)).state.last_seq;
+      } catch (err) {
+        throw wrap(err, `cannot read stream ${names.eventsStream}`);
+      }
+    },
+
     async deleteDurable(durable) {
       assertOpen();
       assertDurableName(durable);

@@ -456,6 +456,25 @@ export function describeBusConformance(label: string, open: () => Promise<Confor
         expect(all.items).toEqual([1, 2, 3, 4, 5, 6]);
       });
 
+      it('lastEventSequence: a durable started one above it takes only what is published after', async () => {
+        const { subject, filter, durable } = topic();
+        const first = await bus.lastEventSequence();
+        for (let i = 1; i <= 3; i++) await bus.publish(subject, i, { msgId: `${durable}-${i}` });
+        // Other tests of the suite may publish meanwhile: at least these three were stored.
+        const last = await bus.lastEventSequence();
+        expect(last).toBeGreaterThanOrEqual(first + 3);
+        const got = new Inbox<unknown>();
+        const c = await bus.consume(
+          { durable, filterSubject: filter, startSequence: last + 1 },
+          async (m) => (got.push(m.data), ack),
+        );
+        await bus.publish(subject, 4, { msgId: `${durable}-4` });
+        await got.count(1);
+        await sleep(100);
+        await c.stop();
+        expect(got.items).toEqual([4]);
+      });
+
       it('refuses to re-create a durable with a different filter', async () => {
         const a = topic();
         const c = await bus.consume({ durable: a.durable, filterSubject: a.filter }, async () => ack);

@@ -120,6 +120,37 @@ describe('notifier subscriptions', () => {
     await rec.bus.close();
   });
 
+  it('a subscription a later release adds starts with the events published from then on', async () => {
+    const names = busNames(`n${randomUUID().slice(0, 8)}`);
+    const bus = createInProcessBus({ names });
+    const subOf = (action: AuditAction) => {
+      const subject = names.eventSubject(eventCategory(action), action);
+      return notifierSubscriptions(names).find((s) =>
+        s.filterSubject.endsWith('.>')
+          ? subject.startsWith(s.filterSubject.slice(0, -1))
+          : s.filterSubject === subject,
+      )!;
+    };
+    expect(subOf('agent_disabled').durable).not.toBe(subOf('approval_requested').durable);
+    const earlier = await start(bus, names);
+    await drained(earlier);
+    await earlier.stop();
+    // The release before did not subscribe to agent_disabled: no durable of it exists yet, and
+    // the stream holds such events from before the upgrade that nobody was ever notified of.
+    await bus.deleteDurable(subOf('agent_disabled').durable);
+    await publish(bus, names, 'agent_disabled');
+    const duringUpgrade = await publish(bus, names, 'approval_requested');
+
+    const rec = recording(bus);
+    const notifier = await start(rec.bus, names);
+    const afterUpgrade = await publish(bus, names, 'agent_disabled');
+    await drained(notifier);
+    await new Promise((r) => setTimeout(r, 50));
+    await notifier.stop();
+    expect(rec.delivered.map((m) => m.msgId).sort()).toEqual([duringUpgrade, afterUpgrade].sort());
+    await bus.close();
+  });
+
   it('takes over from the single durable of an earlier release where it stopped, and removes it', async () => {
     const names = busNames(`n${randomUUID().slice(0, 8)}`);
     const bus = createInProcessBus({ names });

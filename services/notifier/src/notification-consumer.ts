@@ -122,18 +122,44 @@ export function notifierSubscriptions(names: BusNames): Array<{ durable: string;
 }
 
 /**
- * Starts the notifier's consumers. An earlier release read the whole stream with one durable
- * (`names.durable.notifier`): when it still exists, the new durables start right after what it
- * had finished, and it is removed once they all exist (ADR 0065). Events it had finished out
- * of order may come again; deliveries are idempotent per event.
+ * Where each subscription's durable starts when this call creates it (an existing durable keeps
+ * its own position; undefined: at the oldest event kept).
+ *  - An earlier release read the whole stream with one durable (`names.durable.notifier`): while
+ *    it exists, every new durable starts right after what it had finished (ADR 0065).
+ *  - A notifier has run before (one of its durables exists) and this release subscribes to
+ *    something new: that durable starts with the events published from now on. The stream keeps
+ *    days of events, and a first-time subscription must not page reviewers about all of them
+ *    (a week-old security alert); the release before did not notify them either.
+ *  - No notifier has ever run here: everything kept, so nothing produced before its first start
+ *    goes unnoticed.
+ */
+async function startSequences(
+  bus: Bus,
+  retiredFloor: number | null,
+  subs: ReadonlyArray<{ durable: string }>,
+): Promise<Array<number | undefined>> {
+  if (retiredFloor !== null) return subs.map(() => retiredFloor + 1);
+  const floors = await Promise.all(subs.map((s) => bus.durableAckFloor(s.durable)));
+  if (floors.every((f) => f === null)) return subs.map(() => undefined);
+  const fromNow = (await bus.lastEventSequence()) + 1;
+  return floors.map((f) => (f === null ? fromNow : undefined));
+}
+
+/**
+ * Starts the notifier's consumers, one durable per subscription (see `startSequences` for where
+ * a new one starts). The single durable of an earlier release is removed once they all exist;
+ * events it had finished out of order may come again, and deliveries are idempotent per event.
  */
 export async function startNotifier(deps: NotifierDeps): Promise<Consumer> {
   const handler = notificationHandler(deps);
   const retired = deps.names.durable.notifier;
   const floor = await deps.bus.durableAckFloor(retired);
+  const subs = notifierSubscriptions(deps.names);
+  const starts = await startSequences(deps.bus, floor, subs);
   const consumers: Consumer[] = [];
   try {
-    for (const sub of notifierSubscriptions(deps.names)) {
+    for (const [i, sub] of subs.entries()) {
+      const startSequence = starts[i];
       consumers.push(
         await deps.bus.consume(
           {
@@ -145,7 +171,7 @@ export async function startNotifier(deps: NotifierDeps): Promise<Consumer> {
             // not kept: an outcome that overtakes its notice finds nothing to edit, and the notice is
             // not sent for an approval that is no longer pending (channelsForNotifier).
             concurrency: 8,
-            ...(floor !== null && { startSequence: floor + 1 }),
+            ...(startSequence !== undefined && { startSequence }),
           },
           handler,
         ),
