@@ -48,6 +48,13 @@ beforeAll(async () => {
       hits.set(req.url ?? '', (hits.get(req.url ?? '') ?? 0) + 1);
       if (req.headers.authorization !== expected) return res.writeHead(401).end();
       if (req.url === '/rest/api/3/events') return void writeSse(res);
+      if (req.url === '/rest/api/3/cut') {
+        // One event, then the provider's connection dies mid-body.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"text":"first"}\n\n');
+        setTimeout(() => res.socket?.destroy(), 30);
+        return;
+      }
       if (req.url === '/rest/api/3/slow') {
         // One event, then nothing until the gateway lets go of the request (or 10 s).
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -83,7 +90,7 @@ beforeAll(async () => {
     response: [
       {
         label: 'no e-mail',
-        match: { urlPattern: '^/rest/api/3/(events|big|nope|myself|slow)$' },
+        match: { urlPattern: '^/rest/api/3/(events|big|nope|myself|slow|cut)$' },
         filter: { redact: [{ type: 'email' }] },
       },
     ],
@@ -148,6 +155,28 @@ describe('stream: true', () => {
       await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
     );
     expect(errors.map((e) => e.metadata.error)).toEqual(['client_closed']);
+    expect(ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true))).toEqual(
+      [],
+    );
+  });
+
+  it('records one execution_error when the provider dies mid-stream, and cuts the agent stream', async () => {
+    const res = await call({ url: `${site}/rest/api/3/cut`, stream: true });
+    expect(res.statusCode).toBe(200);
+    const requestAuditId = res.headers['x-vlt-audit-id'];
+    let text = '';
+    await expect(
+      (async () => {
+        for await (const chunk of res.body) text += String(chunk);
+      })(),
+    ).rejects.toThrow();
+    expect(text).toContain('"first"');
+    const ofCall = (rows: Awaited<ReturnType<typeof pollAudit>>) =>
+      rows.filter((x) => x.metadata.requestAuditId === requestAuditId);
+    const errors = ofCall(
+      await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
+    );
+    expect(errors.map((e) => e.metadata.error)).toEqual(['stream_interrupted']);
     expect(ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true))).toEqual(
       [],
     );
