@@ -48,6 +48,14 @@ beforeAll(async () => {
       hits.set(req.url ?? '', (hits.get(req.url ?? '') ?? 0) + 1);
       if (req.headers.authorization !== expected) return res.writeHead(401).end();
       if (req.url === '/rest/api/3/events') return void writeSse(res);
+      if (req.url === '/rest/api/3/huge-event') {
+        // One event, then more than the filter may hold of an unfinished one (1 MiB bound).
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"text":"first"}\n\n');
+        setTimeout(() => res.write(`data: "${'x'.repeat((1 << 20) + 1024)}`), 30);
+        setTimeout(() => res.end('"\n\n'), 1_000);
+        return;
+      }
       if (req.url === '/rest/api/3/cut') {
         // One event, then the provider's connection dies mid-body.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -90,7 +98,7 @@ beforeAll(async () => {
     response: [
       {
         label: 'no e-mail',
-        match: { urlPattern: '^/rest/api/3/(events|big|nope|myself|slow|cut)$' },
+        match: { urlPattern: '^/rest/api/3/(events|big|nope|myself|slow|cut|huge-event)$' },
         filter: { redact: [{ type: 'email' }] },
       },
     ],
@@ -177,6 +185,30 @@ describe('stream: true', () => {
       await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
     );
     expect(errors.map((e) => e.metadata.error)).toEqual(['stream_interrupted']);
+    expect(ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true))).toEqual(
+      [],
+    );
+  });
+
+  it('cuts a live stream at an event the filter cannot hold and records filter_limit once', async () => {
+    const res = await call({ url: `${site}/rest/api/3/huge-event`, stream: true });
+    expect(res.statusCode).toBe(200);
+    const requestAuditId = res.headers['x-vlt-audit-id'];
+    let text = '';
+    await expect(
+      (async () => {
+        for await (const chunk of res.body) text += String(chunk);
+      })(),
+    ).rejects.toThrow();
+    // What came before the oversized event arrived; none of the oversized event did.
+    expect(text).toContain('"first"');
+    expect(text).not.toContain('xxxx');
+    const ofCall = (rows: Awaited<ReturnType<typeof pollAudit>>) =>
+      rows.filter((x) => x.metadata.requestAuditId === requestAuditId);
+    const errors = ofCall(
+      await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
+    );
+    expect(errors.map((e) => e.metadata.error)).toEqual(['filter_limit']);
     expect(ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true))).toEqual(
       [],
     );
