@@ -116,6 +116,31 @@ function call(body: Record<string, unknown>) {
   });
 }
 
+/** What the agent read of a stream that must end in an error (a cut connection). */
+async function readUntilCut(body: AsyncIterable<unknown>): Promise<string> {
+  let text = '';
+  await expect(
+    (async () => {
+      for await (const chunk of body) text += String(chunk);
+    })(),
+  ).rejects.toThrow();
+  return text;
+}
+
+/**
+ * The call's terminal audit rows once one is there: the error kinds of its execution_error
+ * rows and how many execution_completed rows it has (a call has exactly one terminal event).
+ */
+async function terminalOf(requestAuditId: unknown): Promise<{ errors: unknown[]; completed: number }> {
+  const ofCall = (rows: Awaited<ReturnType<typeof pollAudit>>) =>
+    rows.filter((x) => x.metadata.requestAuditId === requestAuditId);
+  const errors = ofCall(
+    await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
+  );
+  const completed = ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true));
+  return { errors: errors.map((e) => e.metadata.error), completed: completed.length };
+}
+
 describe('stream: true', () => {
   it('relays SSE without an envelope, redacting every e-mail even when split across chunks', async () => {
     const res = await call({ url: `${site}/rest/api/3/events`, stream: true });
@@ -157,61 +182,27 @@ describe('stream: true', () => {
     const deadline = Date.now() + 5_000;
     while (!slowClosed && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(slowClosed).toBe(true);
-    const ofCall = (rows: Awaited<ReturnType<typeof pollAudit>>) =>
-      rows.filter((x) => x.metadata.requestAuditId === requestAuditId);
-    const errors = ofCall(
-      await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
-    );
-    expect(errors.map((e) => e.metadata.error)).toEqual(['client_closed']);
-    expect(ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true))).toEqual(
-      [],
-    );
+    expect(await terminalOf(requestAuditId)).toEqual({ errors: ['client_closed'], completed: 0 });
   });
 
   it('records one execution_error when the provider dies mid-stream, and cuts the agent stream', async () => {
     const res = await call({ url: `${site}/rest/api/3/cut`, stream: true });
     expect(res.statusCode).toBe(200);
     const requestAuditId = res.headers['x-vlt-audit-id'];
-    let text = '';
-    await expect(
-      (async () => {
-        for await (const chunk of res.body) text += String(chunk);
-      })(),
-    ).rejects.toThrow();
+    const text = await readUntilCut(res.body);
     expect(text).toContain('"first"');
-    const ofCall = (rows: Awaited<ReturnType<typeof pollAudit>>) =>
-      rows.filter((x) => x.metadata.requestAuditId === requestAuditId);
-    const errors = ofCall(
-      await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
-    );
-    expect(errors.map((e) => e.metadata.error)).toEqual(['stream_interrupted']);
-    expect(ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true))).toEqual(
-      [],
-    );
+    expect(await terminalOf(requestAuditId)).toEqual({ errors: ['stream_interrupted'], completed: 0 });
   });
 
   it('cuts a live stream at an event the filter cannot hold and records filter_limit once', async () => {
     const res = await call({ url: `${site}/rest/api/3/huge-event`, stream: true });
     expect(res.statusCode).toBe(200);
     const requestAuditId = res.headers['x-vlt-audit-id'];
-    let text = '';
-    await expect(
-      (async () => {
-        for await (const chunk of res.body) text += String(chunk);
-      })(),
-    ).rejects.toThrow();
+    const text = await readUntilCut(res.body);
     // What came before the oversized event arrived; none of the oversized event did.
     expect(text).toContain('"first"');
     expect(text).not.toContain('xxxx');
-    const ofCall = (rows: Awaited<ReturnType<typeof pollAudit>>) =>
-      rows.filter((x) => x.metadata.requestAuditId === requestAuditId);
-    const errors = ofCall(
-      await pollAudit(admin, { agentId, action: 'execution_error' }, (e) => ofCall(e).length > 0, 10_000),
-    );
-    expect(errors.map((e) => e.metadata.error)).toEqual(['filter_limit']);
-    expect(ofCall(await pollAudit(admin, { agentId, action: 'execution_completed' }, () => true))).toEqual(
-      [],
-    );
+    expect(await terminalOf(requestAuditId)).toEqual({ errors: ['filter_limit'], completed: 0 });
   });
 
   it('returns a non-2xx provider answer buffered, in the usual envelope', async () => {
