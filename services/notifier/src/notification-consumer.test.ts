@@ -83,12 +83,14 @@ async function drained(consumer: { pending(): Promise<number> }): Promise<void> 
   }
 }
 
+/** Whether a subscription's filter (one subject, or `category.>`) takes this subject. */
+const matches = (filter: string, subject: string) =>
+  filter.endsWith('.>') ? subject.startsWith(filter.slice(0, -1)) : filter === subject;
+
 describe('notifier subscriptions', () => {
   it('cover exactly the actions the notifier acts on', () => {
     const names = busNames('t');
     const subs = notifierSubscriptions(names);
-    const matches = (filter: string, subject: string) =>
-      filter.endsWith('.>') ? subject.startsWith(filter.slice(0, -1)) : filter === subject;
     for (const action of AuditAction.options) {
       const subject = names.eventSubject(eventCategory(action), action);
       expect(
@@ -125,11 +127,7 @@ describe('notifier subscriptions', () => {
     const bus = createInProcessBus({ names });
     const subOf = (action: AuditAction) => {
       const subject = names.eventSubject(eventCategory(action), action);
-      return notifierSubscriptions(names).find((s) =>
-        s.filterSubject.endsWith('.>')
-          ? subject.startsWith(s.filterSubject.slice(0, -1))
-          : s.filterSubject === subject,
-      )!;
+      return notifierSubscriptions(names).find((s) => matches(s.filterSubject, subject))!;
     };
     expect(subOf('agent_disabled').durable).not.toBe(subOf('approval_requested').durable);
     const earlier = await start(bus, names);
