@@ -56,6 +56,14 @@ beforeAll(async () => {
         setTimeout(() => res.end('"\n\n'), 1_000);
         return;
       }
+      if (req.url === '/rest/api/3/lenient') {
+        // One event, then one only a lenient JSON reader takes (a trailing comma): under a
+        // field rule it can be neither filtered nor passed.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('data: {"text":"first"}\n\n');
+        setTimeout(() => res.end('data: {"text":"second","ssn":"123-45-6789",}\n\n'), 30);
+        return;
+      }
       if (req.url === '/rest/api/3/cut') {
         // One event, then the provider's connection dies mid-body.
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -101,6 +109,7 @@ beforeAll(async () => {
         match: { urlPattern: '^/rest/api/3/(events|big|nope|myself|slow|cut|huge-event)$' },
         filter: { redact: [{ type: 'email' }] },
       },
+      { label: 'no ssn', match: { urlPattern: '^/rest/api/3/lenient$' }, filter: { denyFields: ['ssn'] } },
     ],
   }));
 });
@@ -203,6 +212,18 @@ describe('stream: true', () => {
     expect(text).toContain('"first"');
     expect(text).not.toContain('xxxx');
     expect(await terminalOf(requestAuditId)).toEqual({ errors: ['filter_limit'], completed: 0 });
+  });
+
+  it('cuts a live stream at an event field rules cannot be applied to and records response_unfilterable once', async () => {
+    const res = await call({ url: `${site}/rest/api/3/lenient`, stream: true });
+    expect(res.statusCode).toBe(200);
+    const requestAuditId = res.headers['x-vlt-audit-id'];
+    const text = await readUntilCut(res.body);
+    expect(text).toContain('"first"');
+    // Neither the denied field nor the rest of the event it is in reached the agent.
+    expect(text).not.toContain('123-45-6789');
+    expect(text).not.toContain('"second"');
+    expect(await terminalOf(requestAuditId)).toEqual({ errors: ['response_unfilterable'], completed: 0 });
   });
 
   it('returns a non-2xx provider answer buffered, in the usual envelope', async () => {
