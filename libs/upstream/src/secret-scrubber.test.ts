@@ -156,6 +156,52 @@ describe('secret scrubber', () => {
     );
   });
 
+  it('replaces every occurrence of every form, overlapping ones too (against a search at every offset)', () => {
+    // The scrubber searches only forms that contain no other form and compares the others where
+    // those occur. The reference tries every form at every offset, and merges the spans found
+    // as the scrubber does: overlapping spans become one replacement, the earliest (longest)
+    // one's.
+    const reference = (body: Buffer, forms: ReturnType<typeof compileSecretForms>['bytes']): Buffer => {
+      const spans: Array<[number, number, Buffer]> = [];
+      for (const { bytes, replacement, evenOnly } of forms) {
+        for (let at = 0; at + bytes.length <= body.length; at++) {
+          if ((!evenOnly || at % 2 === 0) && body.subarray(at, at + bytes.length).equals(bytes)) {
+            spans.push([at, at + bytes.length, replacement]);
+          }
+        }
+      }
+      spans.sort((x, y) => x[0] - y[0] || y[1] - x[1]);
+      const parts: Buffer[] = [];
+      let pos = 0;
+      for (const [from, to, replacement] of spans) {
+        if (from >= pos) parts.push(body.subarray(pos, from), replacement);
+        pos = Math.max(pos, to);
+      }
+      parts.push(body.subarray(pos));
+      return Buffer.concat(parts);
+    };
+    // A three-letter alphabet: forms contain each other and repeat in the body; periodic
+    // secrets overlap themselves there.
+    const secret = fc.oneof(fc.stringMatching(/^[ab:]{8,14}$/), fc.stringMatching(/^(ab|aab|ba){4,6}$/));
+    fc.assert(
+      fc.property(
+        secret,
+        secret,
+        fc.array(fc.oneof(fc.nat(), fc.stringMatching(/^[ab:]{0,6}$/)), { maxLength: 8 }),
+        (user, password, pieces) => {
+          const compiled = compileSecretForms([`${user}:${password}`, password]);
+          const forms = compiled.bytes;
+          // The body: forms (any encoding) and short runs of the same alphabet, side by side.
+          const body = Buffer.concat(
+            pieces.map((p) => (typeof p === 'number' ? forms[p % forms.length]!.bytes : Buffer.from(p))),
+          );
+          expect(scrubSecretsFromBuffer(body, compiled).equals(reference(body, forms))).toBe(true);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
   it('does not search forms shorter than 8 characters (they would match ordinary text)', () => {
     expect(createSecretScrubber(['abc'])).toBeNull();
     expect(scrubSecretsFromText('abc abc', ['abc'])).toBe('abc abc');
