@@ -20,6 +20,7 @@ const all = [
   'hostile-input',
   'llm-proxy',
   'notifications',
+  'secret-scrubber',
 ];
 const wanted = process.argv.slice(2).length ? process.argv.slice(2) : all;
 let failed = 0;
