@@ -100,11 +100,11 @@ export interface SecretForms {
 }
 
 /**
- * Groups forms under the shortest forms they contain. A secret's forms overlap a lot: the raw
- * token is inside `user:token`, inside its percent-encoding, and the token's base64 inside that
- * of `user:token` at the matching alignment. Searching the contained form and comparing the
- * containing ones at its hits finds the same occurrences with a fraction of the passes over the
- * body (an issue-tracker credential: 4 searches instead of 9).
+ * Groups each form under a root it contains: a form with no other form inside it. A secret's
+ * forms overlap a lot: the raw token is inside `user:token`, inside its percent-encoding, and
+ * the token's base64 inside that of `user:token` at the matching alignment. Searching the roots
+ * and comparing the containing forms at their hits finds the same occurrences with a fraction of
+ * the passes over the body (an issue-tracker credential: 4 searches instead of 9).
  */
 function searchRoots(forms: readonly ByteForm[]): SearchRoot[] {
   const roots: SearchRoot[] = [];
