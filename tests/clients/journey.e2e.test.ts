@@ -41,7 +41,7 @@ import {
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { startInProcessGateway } from '../support/in-process-gateway.js';
 import { ProcessGroup, freePort, repoRoot } from '../support/processes.js';
-import { realServices } from '../support/services.js';
+import { ownDatabase, realServices } from '../support/services.js';
 
 const SESSION: SessionRef = { agentId: 'main', sessionKey: 'agent:main:journey' };
 let built: string;
@@ -343,6 +343,7 @@ describe('agent journey with the built clients', () => {
       const edgePort = await freePort();
       const publicBaseUrl = `http://127.0.0.1:${edgePort}`;
       let edge: Awaited<ReturnType<typeof startEdge>> | undefined;
+      const db = await ownDatabase('journey');
       try {
         const bus = {
           ...fx.commonEnv,
@@ -350,7 +351,7 @@ describe('agent journey with the built clients', () => {
           NATS_URL: realServices.natsUrl(),
           VLT_NATS_PREFIX: `${realServices.busPrefix()}_journey`,
         };
-        const withDb = { ...bus, DATABASE_URL: realServices.databaseUrl() };
+        const withDb = { ...bus, DATABASE_URL: db.url };
         const cp = await group.start('control-plane', { env: { ...withDb, VLT_MASTER_KEY: fx.masterKey } });
         const [dp1, dp2] = await Promise.all([
           group.start('data-plane', { label: 'data-plane-1', env: bus }),
@@ -364,6 +365,7 @@ describe('agent journey with the built clients', () => {
       } finally {
         await edge?.close();
         await group.stopAll();
+        await db.drop();
       }
     },
     150_000,

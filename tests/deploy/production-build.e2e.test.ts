@@ -26,7 +26,7 @@ import {
 } from '../support/api-client.js';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { ProcessGroup, freePort, repoRoot, type ServiceProcess } from '../support/processes.js';
-import { realServices } from '../support/services.js';
+import { ownDatabase, realServices } from '../support/services.js';
 
 const run = promisify(execFile);
 const unavailable = !realServices.hasPostgres() || !realServices.hasNats();
@@ -48,6 +48,7 @@ describe.skipIf(unavailable)('the production build (plain node, production depen
   const group = new ProcessGroup();
   let fx: E2eFixtures;
   let app: string;
+  let db: Awaited<ReturnType<typeof ownDatabase>> | undefined;
   let cp: ServiceProcess;
   let dp: ServiceProcess;
 
@@ -73,7 +74,7 @@ describe.skipIf(unavailable)('the production build (plain node, production depen
       { cwd: app, env: { ...process.env, CI: 'true' } },
     );
 
-    fx = await startE2eFixtures();
+    [fx, db] = await Promise.all([startE2eFixtures(), ownDatabase('prod')]);
     const cpPort = await freePort();
     const bus = {
       ...fx.commonEnv,
@@ -83,7 +84,7 @@ describe.skipIf(unavailable)('the production build (plain node, production depen
       NATS_URL: realServices.natsUrl(),
       VLT_NATS_PREFIX: `${realServices.busPrefix()}_prod`,
     };
-    const withDb = { ...bus, DATABASE_URL: realServices.databaseUrl() };
+    const withDb = { ...bus, DATABASE_URL: db.url };
     cp = await group.start('control-plane', {
       built: app,
       port: cpPort,
@@ -98,6 +99,7 @@ describe.skipIf(unavailable)('the production build (plain node, production depen
   afterAll(async () => {
     await group.stopAll();
     await fx?.dispose();
+    await db?.drop();
     if (app) await rm(app, { recursive: true, force: true });
   }, 60_000);
 

@@ -25,7 +25,7 @@ import {
 } from '../support/api-client.js';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { ProcessGroup, type ServiceProcess, freePort, sleep } from '../support/processes.js';
-import { realServices } from '../support/services.js';
+import { ownDatabase, realServices } from '../support/services.js';
 
 const unavailable = !realServices.hasPostgres() || !realServices.hasNats();
 if (unavailable) console.warn(`audit SIGKILL e2e skipped: ${realServices.missing()}`);
@@ -37,6 +37,7 @@ describe.skipIf(unavailable)(
   () => {
     const group = new ProcessGroup();
     let fx: E2eFixtures | undefined;
+    let db: Awaited<ReturnType<typeof ownDatabase>> | undefined;
     let cp: ServiceProcess;
     let dp: ServiceProcess;
     let audit: ServiceProcess;
@@ -46,7 +47,7 @@ describe.skipIf(unavailable)(
     let connectionId: string;
 
     beforeAll(async () => {
-      fx = await startE2eFixtures();
+      [fx, db] = await Promise.all([startE2eFixtures(), ownDatabase('sigkill')]);
       const cpPort = await freePort();
       const publicBaseUrl = `http://127.0.0.1:${cpPort}`;
       const bus = {
@@ -56,7 +57,7 @@ describe.skipIf(unavailable)(
         NATS_URL: realServices.natsUrl(),
         VLT_NATS_PREFIX: `${realServices.busPrefix()}_sigkill`,
       };
-      const withDb = { ...bus, DATABASE_URL: realServices.databaseUrl() };
+      const withDb = { ...bus, DATABASE_URL: db.url };
       cp = await group.start('control-plane', {
         port: cpPort,
         env: { ...withDb, VLT_MASTER_KEY: fx.masterKey },
@@ -85,6 +86,7 @@ describe.skipIf(unavailable)(
     afterAll(async () => {
       await group.stopAll();
       await fx?.dispose();
+      await db?.drop();
     }, 60_000);
 
     it('loses and duplicates no audit row across an audit-service crash', async () => {

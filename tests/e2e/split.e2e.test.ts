@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe } from 'vitest';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { ProcessGroup, freePort } from '../support/processes.js';
-import { realServices } from '../support/services.js';
+import { ownDatabase, realServices } from '../support/services.js';
 import { gatewayScenario, scenarioEnv, type ScenarioEnv } from './gateway-scenario.js';
 
 const unavailable = !realServices.hasPostgres() || !realServices.hasNats();
@@ -18,9 +18,10 @@ describe.skipIf(unavailable)(
     const group = new ProcessGroup();
     let fx: E2eFixtures | undefined;
     let env: ScenarioEnv | undefined;
+    let db: Awaited<ReturnType<typeof ownDatabase>> | undefined;
 
     beforeAll(async () => {
-      fx = await startE2eFixtures();
+      [fx, db] = await Promise.all([startE2eFixtures(), ownDatabase('split')]);
       const cpPort = await freePort();
       const publicBaseUrl = `http://127.0.0.1:${cpPort}`;
       const bus = {
@@ -29,7 +30,7 @@ describe.skipIf(unavailable)(
         NATS_URL: realServices.natsUrl(),
         VLT_NATS_PREFIX: `${realServices.busPrefix()}_split`,
       };
-      const withDb = { ...bus, DATABASE_URL: realServices.databaseUrl() };
+      const withDb = { ...bus, DATABASE_URL: db.url };
       // The control plane first: it owns the database and publishes what the others read.
       const cp = await group.start('control-plane', {
         port: cpPort,
@@ -52,6 +53,7 @@ describe.skipIf(unavailable)(
     afterAll(async () => {
       await group.stopAll();
       await fx?.dispose();
+      await db?.drop();
     }, 60_000);
 
     gatewayScenario(() => {

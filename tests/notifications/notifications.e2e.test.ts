@@ -36,7 +36,7 @@ import {
   type MockProviders,
 } from '../support/mock-providers.js';
 import { ProcessGroup, freePort, type ServiceProcess } from '../support/processes.js';
-import { realServices } from '../support/services.js';
+import { ownDatabase, realServices } from '../support/services.js';
 
 const unavailable = !realServices.hasPostgres() || !realServices.hasNats();
 if (unavailable) console.warn(`notifications e2e skipped: ${realServices.missing()}`);
@@ -127,6 +127,7 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
   let jwt: string;
   let workspaceId: string;
   let pool: pg.Pool;
+  let ownDb: Awaited<ReturnType<typeof ownDatabase>> | undefined;
   const db = async <T>(text: string, values: unknown[]) => (await pool.query(text, values)).rows as T[];
   let agentToken: string;
   let channelId: string;
@@ -139,7 +140,7 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
   let call: { connectionId: string; method: string; url: string; body: unknown };
 
   beforeAll(async () => {
-    fx = await startE2eFixtures();
+    [fx, ownDb] = await Promise.all([startE2eFixtures(), ownDatabase('ntf')]);
     notify = await startMockNotify({ key: fx.pki.key, cert: fx.pki.cert });
     // The team chat is connected over OAuth against the mock authorization server; its Web API
     // (where the notifier posts) is the notify mock.
@@ -155,7 +156,7 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
       VLT_CHATBOT_A_API_URL: notify.baseUrl,
       VLT_CHATBOT_B_API_URL: notify.baseUrl,
     };
-    const withDb = { ...bus, DATABASE_URL: realServices.databaseUrl() };
+    const withDb = { ...bus, DATABASE_URL: ownDb.url };
     const cpEnv = {
       ...withDb,
       ...providerEnv(oauth, ['chatbot_b']),
@@ -180,7 +181,7 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     );
     jwt = (await apiJwt(cp1.baseUrl, user.session)).token;
     workspaceId = user.workspaceId;
-    pool = new pg.Pool({ connectionString: realServices.databaseUrl(), max: 2 });
+    pool = new pg.Pool({ connectionString: ownDb.url, max: 2 });
     admin = bearerAdmin(cp1.baseUrl, jwt);
 
     const tracker = await createIssueTrackerConnection(admin, {
@@ -214,6 +215,7 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     await notify?.close();
     await oauth?.close();
     await fx?.dispose();
+    await ownDb?.drop();
   }, 60_000);
 
   /** An agent call that needs approval: its approval id. */

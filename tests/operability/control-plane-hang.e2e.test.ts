@@ -24,7 +24,7 @@ import {
 } from '../support/api-client.js';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { ProcessGroup, freePort, sleep, type ServiceProcess } from '../support/processes.js';
-import { realServices } from '../support/services.js';
+import { ownDatabase, realServices } from '../support/services.js';
 
 const unavailable = !realServices.hasPostgres() || !realServices.hasNats();
 if (unavailable) console.warn(`control-plane hang e2e skipped: ${realServices.missing()}`);
@@ -35,6 +35,7 @@ const CREDENTIAL_TTL_MS = 1_000;
 describe.skipIf(unavailable)('a hung control plane (split shape)', () => {
   const group = new ProcessGroup();
   let fx: E2eFixtures;
+  let db: Awaited<ReturnType<typeof ownDatabase>> | undefined;
   let cp: ServiceProcess;
   let dp: ServiceProcess;
   let admin: Admin;
@@ -42,7 +43,7 @@ describe.skipIf(unavailable)('a hung control plane (split shape)', () => {
   const agents: { id: string; token: string }[] = [];
 
   beforeAll(async () => {
-    fx = await startE2eFixtures();
+    [fx, db] = await Promise.all([startE2eFixtures(), ownDatabase('hang')]);
     const cpPort = await freePort();
     const bus = {
       ...fx.commonEnv,
@@ -51,7 +52,7 @@ describe.skipIf(unavailable)('a hung control plane (split shape)', () => {
       NATS_URL: realServices.natsUrl(),
       VLT_NATS_PREFIX: `${realServices.busPrefix()}_hang`,
     };
-    const withDb = { ...bus, DATABASE_URL: realServices.databaseUrl() };
+    const withDb = { ...bus, DATABASE_URL: db.url };
     cp = await group.start('control-plane', {
       port: cpPort,
       env: { ...withDb, VLT_MASTER_KEY: fx.masterKey },
@@ -89,6 +90,7 @@ describe.skipIf(unavailable)('a hung control plane (split shape)', () => {
     cp?.resume();
     await group.stopAll();
     await fx?.dispose();
+    await db?.drop();
   }, 60_000);
 
   /** One execute call; `giveUpMs` is how long the agent waits for an answer. */

@@ -22,7 +22,7 @@ import {
 } from '../support/api-client.js';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
 import { ProcessGroup, freePort, sleep, type ServiceProcess } from '../support/processes.js';
-import { realServices } from '../support/services.js';
+import { ownDatabase, realServices } from '../support/services.js';
 
 const unavailable = !realServices.hasPostgres() || !realServices.hasNats();
 
@@ -79,13 +79,14 @@ const attr = (s: OtlpSpan, key: string) => {
 describe.skipIf(unavailable)(`traces across the split shape ${realServices.missing()}`, () => {
   const group = new ProcessGroup();
   let fx: E2eFixtures;
+  let db: Awaited<ReturnType<typeof ownDatabase>> | undefined;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   let cp: ServiceProcess;
   let dp: ServiceProcess;
   let admin: Admin;
 
   beforeAll(async () => {
-    fx = await startE2eFixtures();
+    [fx, db] = await Promise.all([startE2eFixtures(), ownDatabase('traces')]);
     receiver = await startReceiver();
     const cpPort = await freePort();
     const otel = {
@@ -102,7 +103,7 @@ describe.skipIf(unavailable)(`traces across the split shape ${realServices.missi
       NATS_URL: realServices.natsUrl(),
       VLT_NATS_PREFIX: `${realServices.busPrefix()}_traces`,
     };
-    const withDb = { ...bus, DATABASE_URL: realServices.databaseUrl() };
+    const withDb = { ...bus, DATABASE_URL: db.url };
     cp = await group.start('control-plane', {
       port: cpPort,
       env: { ...withDb, VLT_MASTER_KEY: fx.masterKey },
@@ -120,6 +121,7 @@ describe.skipIf(unavailable)(`traces across the split shape ${realServices.missi
     await group.stopAll();
     await new Promise<void>((r) => receiver?.server.close(() => r()));
     await fx?.dispose();
+    await db?.drop();
   }, 60_000);
 
   it('an agent call is one trace from the data plane through JetStream to the audit row', async () => {

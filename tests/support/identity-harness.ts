@@ -9,8 +9,7 @@ import pg from 'pg';
 import { openJson, parseMasterKeys } from '@vlt/crypto';
 import { http, expectStatus, sessionFrom, type Admin, type HttpResult, type Session } from './api-client.js';
 import { startInProcessGateway, type InProcessGateway } from './in-process-gateway.js';
-import { createRunDatabase } from './run-database.js';
-import { realServices } from './services.js';
+import { ownDatabase, realServices } from './services.js';
 
 export type KeyPair = Awaited<ReturnType<typeof generateKeyPair>>;
 type CryptoKey = webcrypto.CryptoKey;
@@ -40,12 +39,7 @@ export const missingServices = (): string | null =>
   realServices.hasPostgres() ? null : realServices.missing();
 
 /** An empty, migrated database of its own, next to the run's database. */
-export async function freshDatabase(label: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const admin = new URL(realServices.databaseUrl());
-  admin.pathname = '/postgres';
-  const name = `${new URL(realServices.databaseUrl()).pathname.slice(1)}_${label}_${randomBytes(3).toString('hex')}`;
-  return createRunDatabase(admin.toString(), name.slice(0, 63));
-}
+export const freshDatabase = ownDatabase;
 
 export interface IdentityGateway {
   baseUrl: string;
