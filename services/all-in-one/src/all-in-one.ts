@@ -63,6 +63,13 @@ export async function startAllInOne(
     embeddedDatabase: db.embedded,
     metrics,
     ...seams,
+  }).catch(async (err: unknown) => {
+    // Refused before anything else started (a database bound to another bus, ADR 0071): give
+    // back what did, so a failed start leaves no pool, connection or claim behind.
+    await bus.close();
+    await db.close();
+    await exclusive?.end();
+    throw err;
   });
   const dp = await createDataPlaneRuntime({ config, bus, logger, metrics, ...seams });
   const audit = await startAuditWriter({ bus, names, sql: db.sql, logger });

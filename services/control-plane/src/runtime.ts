@@ -6,6 +6,7 @@ import { sqlThroughPrisma, type PrismaClient, type Sql } from '@vlt/db';
 import { createUpstreamClient } from '@vlt/upstream';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ControlPlaneDeps } from './deps.js';
+import { bindDatabaseToBus } from './infra/bus-binding.js';
 import { createOutboxRelay } from './infra/outbox.js';
 import { createRateLimiter } from './infra/rate-limiter.js';
 import { createSigningKeys } from './infra/signing-keys.js';
@@ -39,6 +40,8 @@ export async function createControlPlaneRuntime(opts: {
   const sql = opts.sql ?? sqlThroughPrisma(prisma);
   const keyring = parseMasterKeys(config.masterKey, config.masterKeysOld);
   const names = busNames(config.natsPrefix);
+  // Before the relay exists: it must never publish another deployment's rows.
+  await bindDatabaseToBus(sql, config.natsPrefix);
   const outbox = createOutboxRelay({
     prisma,
     bus,
