@@ -137,6 +137,19 @@ async function readUntilCut(body: AsyncIterable<unknown>): Promise<string> {
 }
 
 /**
+ * Streams `path`, which sends one event and is then cut: the agent got a 200 head and that
+ * first event. Returns what the agent read and the call's execution_requested id.
+ */
+async function streamCutAfterFirst(path: string): Promise<{ text: string; requestAuditId: unknown }> {
+  const res = await call({ url: `${site}${path}`, stream: true });
+  expect(res.statusCode).toBe(200);
+  const requestAuditId = res.headers['x-vlt-audit-id'];
+  const text = await readUntilCut(res.body);
+  expect(text).toContain('"first"');
+  return { text, requestAuditId };
+}
+
+/**
  * The call's terminal audit rows once one is there: the error kinds of its execution_error
  * rows and how many execution_completed rows it has (a call has exactly one terminal event).
  */
@@ -195,31 +208,19 @@ describe('stream: true', () => {
   });
 
   it('records one execution_error when the provider dies mid-stream, and cuts the agent stream', async () => {
-    const res = await call({ url: `${site}/rest/api/3/cut`, stream: true });
-    expect(res.statusCode).toBe(200);
-    const requestAuditId = res.headers['x-vlt-audit-id'];
-    const text = await readUntilCut(res.body);
-    expect(text).toContain('"first"');
+    const { requestAuditId } = await streamCutAfterFirst('/rest/api/3/cut');
     expect(await terminalOf(requestAuditId)).toEqual({ errors: ['stream_interrupted'], completed: 0 });
   });
 
   it('cuts a live stream at an event the filter cannot hold and records filter_limit once', async () => {
-    const res = await call({ url: `${site}/rest/api/3/huge-event`, stream: true });
-    expect(res.statusCode).toBe(200);
-    const requestAuditId = res.headers['x-vlt-audit-id'];
-    const text = await readUntilCut(res.body);
     // What came before the oversized event arrived; none of the oversized event did.
-    expect(text).toContain('"first"');
+    const { text, requestAuditId } = await streamCutAfterFirst('/rest/api/3/huge-event');
     expect(text).not.toContain('xxxx');
     expect(await terminalOf(requestAuditId)).toEqual({ errors: ['filter_limit'], completed: 0 });
   });
 
   it('cuts a live stream at an event field rules cannot be applied to and records response_unfilterable once', async () => {
-    const res = await call({ url: `${site}/rest/api/3/lenient`, stream: true });
-    expect(res.statusCode).toBe(200);
-    const requestAuditId = res.headers['x-vlt-audit-id'];
-    const text = await readUntilCut(res.body);
-    expect(text).toContain('"first"');
+    const { text, requestAuditId } = await streamCutAfterFirst('/rest/api/3/lenient');
     // Neither the denied field nor the rest of the event it is in reached the agent.
     expect(text).not.toContain('123-45-6789');
     expect(text).not.toContain('"second"');
