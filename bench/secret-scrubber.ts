@@ -11,7 +11,7 @@
  * - one native search for the raw secret alone: what any scrubbing costs at least.
  *
  * Credentials: an issue-tracker login (`user:token` and the token, as the data plane passes it)
- * and an LLM API key. Bodies: an LLM event stream and plain text, each about 4 MiB in 16 KiB chunks.
+ * and an LLM API key. Bodies, in 16 KiB chunks: an LLM event stream (8 MiB) and plain text (4 MiB).
  */
 import { randomBytes } from 'node:crypto';
 import { compileSecretForms } from '@vlt/upstream';

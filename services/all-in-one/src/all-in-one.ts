@@ -66,9 +66,9 @@ export async function startAllInOne(
   }).catch(async (err: unknown) => {
     // Refused before anything else started (a database bound to another bus, ADR 0071): give
     // back what did, so a failed start leaves no pool, connection or claim behind.
-    await bus.close();
-    await db.close();
-    await exclusive?.end();
+    await bus.close().catch(() => undefined);
+    await db.close().catch(() => undefined);
+    await exclusive?.end().catch(() => undefined);
     throw err;
   });
   const dp = await createDataPlaneRuntime({ config, bus, logger, metrics, ...seams });
