@@ -459,10 +459,14 @@ async function ensureDurable(
         max_deliver: c.maxDeliver,
         ack_wait: nanos(c.ackWaitMs),
       });
+      return;
     } catch (err) {
-      throw wrap(err, `cannot create consumer ${c.durable}`);
+      // Another replica created it between our look-up and our add, with a start of its own
+      // (the server refuses a second add whose configuration differs). Theirs stands: an
+      // existing durable keeps its position, so carry on as if it had been there.
+      info = await jsm.consumers.info(stream, c.durable).catch(() => undefined);
+      if (!info) throw wrap(err, `cannot create consumer ${c.durable}`);
     }
-    return;
   }
   // A changed filter would silently skip or replay events; make the operator choose a new name.
   if ((info.config.filter_subject ?? '') !== c.filterSubject) {

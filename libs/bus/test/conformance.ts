@@ -475,6 +475,30 @@ export function describeBusConformance(label: string, open: () => Promise<Confor
         expect(got.items).toEqual([4]);
       });
 
+      it('replicas creating one durable at once all bind to it, whatever start each asked for', async () => {
+        const { subject, filter, durable } = topic();
+        for (let i = 1; i <= 3; i++) await bus.publish(subject, i, { msgId: `${durable}-${i}` });
+        const last = await bus.lastEventSequence();
+        const got = new Inbox<unknown>();
+        // Five starting replicas, each with its own start (as notifiers upgrading together): one
+        // creates the durable, the others find it created under them and bind to it.
+        const consumers = await Promise.all(
+          [0, 1, 2, 3, 4].map((k) =>
+            bus.consume(
+              { durable, filterSubject: filter, startSequence: last + 1 - k },
+              async (m) => (got.push(m.data), ack),
+            ),
+          ),
+        );
+        await bus.publish(subject, 4, { msgId: `${durable}-4` });
+        await got.count(1);
+        await sleep(100);
+        for (const c of consumers) await c.stop();
+        // One durable: each event went to one of them, once.
+        expect(got.items.filter((x) => x === 4)).toEqual([4]);
+        expect(new Set(got.items).size).toBe(got.items.length);
+      });
+
       it('refuses to re-create a durable with a different filter', async () => {
         const a = topic();
         const c = await bus.consume({ durable: a.durable, filterSubject: a.filter }, async () => ack);
