@@ -2,7 +2,8 @@
  * Notification channels are audited: saving, switching on and off, and deleting one are each
  * recorded once, by whom, for which channel. Switching a channel off silences reviewers there,
  * so it must never go unrecorded; a request that changes nothing records nothing, and another
- * workspace cannot touch the channel (404, nothing recorded).
+ * workspace cannot touch the channel (404, nothing recorded). Each answer to a recorded change
+ * carries the `auditId` of its entry; an answer to a request that changed nothing carries none.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditAll, botTokenConnectionRequest, expectStatus, http, pollAudit } from '../support/api-client.js';
@@ -19,27 +20,34 @@ describe('notification channel changes are audited', () => {
   let fx: ConnectionsGateway;
   let connectionId: string;
   let channel: Channel;
+  let savedAuditId: string | undefined;
 
   const channelEvents = async () =>
     (await auditAll(fx.admin, { connectionId })).filter((e) => e.action.startsWith('notification_channel_'));
   const toggle = (id: string, enabled: boolean, headers = fx.admin.headers) =>
-    http<{ channel: Channel }>('PATCH', `${fx.base}/v1/notification-channels/${id}/enabled`, {
-      headers,
-      json: { enabled },
-    });
+    http<{ channel: Channel; auditId?: string }>(
+      'PATCH',
+      `${fx.base}/v1/notification-channels/${id}/enabled`,
+      {
+        headers,
+        json: { enabled },
+      },
+    );
 
   beforeAll(async () => {
     fx = await startConnectionsGateway({ shape: 'embedded', providers: ['chatbot_a'] });
     const bot = await botTokenConnectionRequest(fx.admin, { botToken: fx.mock.botToken });
     expect(bot.status, bot.text).toBe(201);
     connectionId = bot.body.connection.id;
-    channel = expectStatus(
-      await http<{ channel: Channel }>('POST', `${fx.base}/v1/notification-channels`, {
+    const saved = expectStatus(
+      await http<{ channel: Channel; auditId?: string }>('POST', `${fx.base}/v1/notification-channels`, {
         headers: fx.admin.headers,
         json: { channelType: 'chatbot_a', connectionId, config: { chatId: '-1001' } },
       }),
       201,
-    ).body.channel;
+    ).body;
+    channel = saved.channel;
+    savedAuditId = saved.auditId;
   });
   afterAll(async () => {
     await fx?.close();
@@ -52,6 +60,7 @@ describe('notification channel changes are audited', () => {
       (e) => e.length > 0,
     );
     expect(events).toHaveLength(1);
+    expect(events[0]!.auditId).toBe(savedAuditId);
     expect(events[0]).toMatchObject({
       actor: fx.owner.id,
       connectionId,
@@ -61,10 +70,14 @@ describe('notification channel changes are audited', () => {
   });
 
   it('switching off and on records each change once; a request that changes nothing records nothing', async () => {
-    expect(expectStatus(await toggle(channel.id, false), 200).body.channel.enabled).toBe(false);
-    // Already off: answered as it is, not recorded again.
-    expect(expectStatus(await toggle(channel.id, false), 200).body.channel.enabled).toBe(false);
-    expect(expectStatus(await toggle(channel.id, true), 200).body.channel.enabled).toBe(true);
+    const off = expectStatus(await toggle(channel.id, false), 200).body;
+    expect(off.channel.enabled).toBe(false);
+    // Already off: answered as it is, not recorded again, so no audit entry to name.
+    const again = expectStatus(await toggle(channel.id, false), 200).body;
+    expect(again.channel.enabled).toBe(false);
+    expect(again).not.toHaveProperty('auditId');
+    const on = expectStatus(await toggle(channel.id, true), 200).body;
+    expect(on.channel.enabled).toBe(true);
     const events = await pollAudit(fx.admin, { connectionId }, (e) =>
       e.some((x) => x.action === 'notification_channel_enabled'),
     );
@@ -73,6 +86,7 @@ describe('notification channel changes are audited', () => {
       'notification_channel_disabled',
       'notification_channel_enabled',
     ]);
+    expect(toggles.map((e) => e.auditId)).toEqual([off.auditId, on.auditId]);
     for (const e of toggles) {
       expect(e).toMatchObject({
         actor: fx.owner.id,
@@ -98,12 +112,14 @@ describe('notification channel changes are audited', () => {
   });
 
   it('deleting records notification_channel_deleted', async () => {
-    expectStatus(
-      await http('DELETE', `${fx.base}/v1/notification-channels/${channel.id}`, {
-        headers: fx.admin.headers,
-      }),
+    const deleted = expectStatus(
+      await http<{ deleted: true; id: string; auditId: string }>(
+        'DELETE',
+        `${fx.base}/v1/notification-channels/${channel.id}`,
+        { headers: fx.admin.headers },
+      ),
       200,
-    );
+    ).body;
     const events = await pollAudit(
       fx.admin,
       { connectionId, action: 'notification_channel_deleted' },
@@ -111,5 +127,6 @@ describe('notification channel changes are audited', () => {
     );
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({ actor: fx.owner.id, metadata: { channelId: channel.id } });
+    expect(events[0]!.auditId).toBe(deleted.auditId);
   });
 });

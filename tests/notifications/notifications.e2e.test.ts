@@ -23,6 +23,7 @@ import {
   execute,
   expectStatus,
   http,
+  pollAudit,
   putAllowlists,
   signUp,
   type Admin,
@@ -283,15 +284,20 @@ describe.skipIf(unavailable)('notifications (split shape)', () => {
     expect(created.verificationStatus).toBe('pending');
     channelId = created.id;
 
-    const tested = expectStatus(
-      await http<{ channel: { verificationStatus: string } }>(
+    const testAnswer = expectStatus(
+      await http<{ channel: { verificationStatus: string }; auditId?: string }>(
         'POST',
         `${cp1.baseUrl}/v1/notification-channels/${channelId}/test`,
         { headers: admin.headers },
       ),
       200,
-    ).body.channel;
-    expect(tested.verificationStatus).toBe('verified');
+    ).body;
+    expect(testAnswer.channel.verificationStatus).toBe('verified');
+    // Its first verification is recorded, and the answer names that entry.
+    const verified = await pollAudit(admin, { action: 'notification_channel_verified' }, (e) =>
+      e.some((x) => x.auditId === testAnswer.auditId),
+    );
+    expect(verified.find((x) => x.auditId === testAnswer.auditId)!.metadata.channelId).toBe(channelId);
     const test = notify.sent('chat_a', 'sendMessage');
     expect(test).toHaveLength(1);
     expect(test[0]!.token).toBe(botToken);

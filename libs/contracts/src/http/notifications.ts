@@ -97,11 +97,19 @@ export const ChannelView = z.object({
   createdAt: z.string(),
 });
 export type ChannelView = z.infer<typeof ChannelView>;
-export const ChannelResponse = z.object({ channel: ChannelView });
+/** The audit entry a change recorded; absent when the request changed nothing (nothing recorded). */
+const ChangeAuditId = z.string().optional();
+export const ChannelResponse = z.object({ channel: ChannelView, auditId: ChangeAuditId });
 export const ChannelListResponse = z.object({ channels: z.array(ChannelView) });
 export const ChannelEnabledRequest = z.object({ enabled: z.boolean() });
-export const ChannelTestResponse = z.object({ channel: ChannelView, delivered: z.literal(true) });
-export const ChannelDeleteResponse = z.object({ deleted: z.literal(true), id: z.uuid() });
+export const ChannelTestResponse = z.object({
+  channel: ChannelView,
+  delivered: z.literal(true),
+  auditId: ChangeAuditId,
+});
+/** A user's own push subscription is not workspace configuration: its removal is not audited. */
+export const PushSubscriptionDeleteResponse = z.object({ deleted: z.literal(true), id: z.uuid() });
+export const ChannelDeleteResponse = PushSubscriptionDeleteResponse.extend({ auditId: z.string() });
 export const DetectChatsRequest = z.object({ connectionId: z.uuid() });
 export const DetectChatsResponse = z.object({
   chats: z.array(

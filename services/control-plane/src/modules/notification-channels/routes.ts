@@ -48,8 +48,8 @@ export function notificationChannelRoutes(deps: ControlPlaneDeps) {
         },
       },
       async (req, reply) => {
-        const { created, channel } = await upsertChannel(deps, requireUser(req), req.body);
-        return reply.status(created ? 201 : 200).send({ channel });
+        const { created, channel, auditId } = await upsertChannel(deps, requireUser(req), req.body);
+        return reply.status(created ? 201 : 200).send({ channel, auditId });
       },
     );
     r.post(

@@ -43,7 +43,7 @@ type ChannelAction =
   | 'notification_channel_disabled'
   | 'notification_channel_deleted';
 
-/** The audit record of a change a member made to one of the workspace's channels. */
+/** The audit event of a change a member made to one of the workspace's channels. */
 function channelChange(
   deps: ControlPlaneDeps,
   member: Member,
@@ -51,17 +51,15 @@ function channelChange(
   channel: { id: string; channelType: string; connectionId: string },
   extra: Record<string, unknown> = {},
 ) {
-  return audited(
-    auditEvent(deps, {
-      action,
-      actor: member.userId,
-      workspaceId: member.workspaceId,
-      agentId: null,
-      connectionId: channel.connectionId,
-      decision: 'info',
-      metadata: { channelId: channel.id, channelType: channel.channelType, ...extra },
-    }),
-  );
+  return auditEvent(deps, {
+    action,
+    actor: member.userId,
+    workspaceId: member.workspaceId,
+    agentId: null,
+    connectionId: channel.connectionId,
+    decision: 'info',
+    metadata: { channelId: channel.id, channelType: channel.channelType, ...extra },
+  });
 }
 
 const targetOf = (c: Row) => {
@@ -118,8 +116,9 @@ export async function upsertChannel(deps: ControlPlaneDeps, member: Member, body
         ...(moved && { verificationStatus: 'pending', lastDeliveryStatus: null, lastDeliveryError: null }),
       },
     });
-    emit(channelChange(deps, member, 'notification_channel_saved', row, { created: !before }));
-    return { created: !before, channel: channelView(row) };
+    const event = channelChange(deps, member, 'notification_channel_saved', row, { created: !before });
+    emit(audited(event));
+    return { created: !before, channel: channelView(row), auditId: event.auditId };
   });
 }
 
@@ -179,6 +178,7 @@ export async function testChannel(deps: ControlPlaneDeps, member: Member, id: st
     });
     deliveryFailed(err);
   }
+  let auditId: string | undefined;
   const updated = await commitChange(deps, async (tx, emit) => {
     const r = await tx.notificationChannel.update({
       where: { id },
@@ -189,11 +189,14 @@ export async function testChannel(deps: ControlPlaneDeps, member: Member, id: st
         lastDeliveryError: null,
       },
     });
-    if (row.verificationStatus !== 'verified')
-      emit(channelChange(deps, member, 'notification_channel_verified', row));
+    if (row.verificationStatus !== 'verified') {
+      const event = channelChange(deps, member, 'notification_channel_verified', row);
+      emit(audited(event));
+      auditId = event.auditId;
+    }
     return r;
   });
-  return { channel: channelView(updated), delivered: true as const };
+  return { channel: channelView(updated), delivered: true as const, ...(auditId && { auditId }) };
 }
 
 /**
@@ -207,6 +210,7 @@ export async function setChannelEnabled(
   id: string,
   enabled: boolean,
 ) {
+  let auditId: string | undefined;
   const row = await commitChange(deps, async (tx, emit) => {
     // Both statements are scoped to the member's workspace: another workspace's channel is
     // neither changed nor found (404), with nothing written.
@@ -216,27 +220,29 @@ export async function setChannelEnabled(
     });
     const r = await tx.notificationChannel.findFirst({ where: { id, workspaceId: member.workspaceId } });
     if (!r) throw Errors.notFound('notification channel not found');
-    if (changed.count > 0)
-      emit(
-        channelChange(
-          deps,
-          member,
-          enabled ? 'notification_channel_enabled' : 'notification_channel_disabled',
-          r,
-        ),
+    if (changed.count > 0) {
+      const event = channelChange(
+        deps,
+        member,
+        enabled ? 'notification_channel_enabled' : 'notification_channel_disabled',
+        r,
       );
+      emit(audited(event));
+      auditId = event.auditId;
+    }
     return r;
   });
-  return { channel: channelView(row) };
+  return { channel: channelView(row), ...(auditId && { auditId }) };
 }
 
 export async function deleteChannel(deps: ControlPlaneDeps, member: Member, id: string) {
   const row = await ownChannel(deps, member.workspaceId, id);
+  const event = channelChange(deps, member, 'notification_channel_deleted', row);
   await commitChange(deps, async (tx, emit) => {
     await tx.notificationChannel.delete({ where: { id } });
-    emit(channelChange(deps, member, 'notification_channel_deleted', row));
+    emit(audited(event));
   });
-  return { deleted: true as const, id };
+  return { deleted: true as const, id, auditId: event.auditId };
 }
 
 export async function detectChats(

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Errors, type ZodTypeProvider } from '@vlt/service-kit';
 import {
-  ChannelDeleteResponse,
+  PushSubscriptionDeleteResponse,
   ErrorResponse,
   IdParams,
   NotificationListQuery,
@@ -121,7 +121,11 @@ export function notificationRoutes(deps: ControlPlaneDeps, opts: { heartbeatMs?:
       '/v1/notifications/push-subscriptions/:id',
       {
         config: read,
-        schema: { tags, params: IdParams, response: { 200: ChannelDeleteResponse, 404: ErrorResponse } },
+        schema: {
+          tags,
+          params: IdParams,
+          response: { 200: PushSubscriptionDeleteResponse, 404: ErrorResponse },
+        },
       },
       async (req) => deletePushSubscription(deps, requireUser(req), req.params.id),
     );
