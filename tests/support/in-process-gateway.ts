@@ -11,8 +11,7 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '@vlt/config';
 import { createLogger } from '@vlt/telemetry';
 import { startAllInOne } from '@vlt/all-in-one';
-import { createRunDatabase } from './run-database.js';
-import { realServices } from './services.js';
+import { ownDatabase, realServices } from './services.js';
 
 export interface InProcessGateway {
   baseUrl: string;
@@ -56,9 +55,7 @@ export async function startInProcessGateway(
   // Its own database: gateways with in-process buses must never share an outbox.
   let dropDatabase: (() => Promise<void>) | undefined;
   if (realServices.hasPostgres() && !env.DATABASE_URL && !options.embeddedDatabase) {
-    const admin = new URL(realServices.databaseUrl());
-    admin.pathname = '/postgres';
-    const db = await createRunDatabase(admin.toString(), `vlt_gw_${randomBytes(6).toString('hex')}`);
+    const db = await ownDatabase('gw');
     base.DATABASE_URL = db.url;
     dropDatabase = db.drop;
   }
