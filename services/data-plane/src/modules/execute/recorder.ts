@@ -1,8 +1,10 @@
 /**
- * The audit trail of one brokered call: `execution_requested`, durable before anything is
- * decided (no record, no call: fail closed), then exactly one terminal event, whatever path the
- * call takes (ADR 0004). The exactly-once guarantee lives here, in one flag, instead of in every
- * branch of the caller.
+ * The audit trail of one brokered call: `execution_requested`, then exactly one terminal event,
+ * whatever path the call takes (ADR 0004). The exactly-once guarantee lives here, in one flag,
+ * instead of in every branch of the caller. The request is published when the call begins and
+ * the caller decides while JetStream stores it (ADR 0072); `recorded` is the gate every side
+ * effect waits at (no record, no call: fail closed), and a terminal event is published only
+ * after its request was stored, never without it.
  */
 import { eventCategory, type AuditAction, type AuditDecision, type AuditEventMessage } from '@vlt/contracts';
 import { auditUrl, AppError, Errors, uuidv7 } from '@vlt/service-kit';
@@ -104,28 +106,35 @@ export class CallRecorder {
     private readonly connectionId: string,
     readonly requestAuditId: string,
     meta: Record<string, unknown>,
+    /**
+     * Resolves once `execution_requested` is stored; rejects with the 503 when the event bus
+     * cannot take it. Await it before anything that acts (an approval redeemed or filed,
+     * credentials fetched, the provider called) and before answering.
+     */
+    readonly recorded: Promise<void>,
   ) {
     this.context = { ...meta, requestAuditId };
   }
 
-  /** Records `execution_requested` durably; 503 when the event bus cannot take it. */
-  static async open(
+  /** Starts publishing `execution_requested`; the caller may decide meanwhile (ADR 0072). */
+  static begin(
     deps: DataPlaneDeps,
     agent: AgentPrincipal,
     connectionId: string,
     meta: Record<string, unknown>,
     url: string,
-  ): Promise<CallRecorder> {
+  ): CallRecorder {
     const requested = auditEvent(deps, agent, connectionId, 'execution_requested', 'allowed', {
       ...meta,
       url: auditUrl(url),
     });
-    try {
-      await publish(deps, requested);
-    } catch {
+    const recorded = publish(deps, requested).catch(() => {
       throw Errors.unavailable('cannot record the request; not executed');
-    }
-    return new CallRecorder(deps, agent, connectionId, requested.auditId, meta);
+    });
+    // Every path awaits it before answering; this only keeps an early refusal from reporting
+    // the rejection as unhandled before that await.
+    recorded.catch(() => undefined);
+    return new CallRecorder(deps, agent, connectionId, requested.auditId, meta, recorded);
   }
 
   get settled(): boolean {
@@ -146,7 +155,12 @@ export class CallRecorder {
       ...metadata,
     });
     this.settledAuditId = e.auditId;
-    publishEventually(this.deps, e);
+    // After its request is stored, so the stream holds them in order; never without it (the
+    // agent is then answered 503 instead, as though nothing had been decided).
+    this.recorded.then(
+      () => publishEventually(this.deps, e),
+      () => undefined,
+    );
     return e.auditId;
   }
 

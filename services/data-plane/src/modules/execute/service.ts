@@ -5,6 +5,11 @@
  *   step-up → rate limit → payload size) → file or redeem an approval → call the provider with
  *   the injected credential → respond (buffered, streamed or downloaded, through the response
  *   rules). The recorder guarantees exactly one terminal audit event per call.
+ *
+ * The decision is computed while JetStream stores the request (ADR 0072): nothing that acts —
+ * an approval redeemed or filed, credentials fetched, the provider called — and no answer to
+ * the agent happens before `recorder.recorded`, so a request that cannot be recorded is still
+ * answered 503 with nothing done.
  */
 import { BusError } from '@vlt/bus';
 import type { ConnectionDescriptor, ExecuteModelB } from '@vlt/contracts';
@@ -106,14 +111,19 @@ export async function executeModelB(
 ): Promise<Outcome> {
   const { connection, policy } = await resolveBinding(deps, agent, req);
   const meta = { model: 'B', method: req.method, provider: connection.provider, service: connection.service };
-  // Every call that names a usable connection is recorded before anything is decided.
-  const recorder = await CallRecorder.open(deps, agent, connection.id, meta, req.url);
+  // Every call that names a usable connection is recorded, whatever is decided.
+  const recorder = CallRecorder.begin(deps, agent, connection.id, meta, req.url);
   try {
     if (!policy) {
       throw recorder.deny({ status: 403, reason: 'no policy allows this agent to use this connection' });
     }
-    return await runWithRateSlot({ deps, agent, req, connection, found: policy, recorder, options });
+    const outcome = await runWithRateSlot({ deps, agent, req, connection, found: policy, recorder, options });
+    // Every path that returns has waited already; this keeps a new one from answering early.
+    await recorder.recorded;
+    return outcome;
   } catch (err) {
+    // No record, no answer but the 503: a refusal decided meanwhile was never recorded either.
+    await recorder.recorded;
     recorder.settleFromError(err);
     throw err;
   }
@@ -172,6 +182,7 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   const policy = found.runtime;
   const decision = await decide(call, ctx);
   if (decision.outcome === 'require_approval') {
+    await recorder.recorded;
     const filed = await fileApproval(
       deps,
       { agent, connectionId: connection.id, policyId: found.snapshot.policyId },
@@ -202,6 +213,8 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
     throw recorder.deny({ status: 403, reason: 'url is outside the connection site' });
   }
 
+  // Fetching credentials may refresh a token at the provider: it waits for the record too.
+  await recorder.recorded;
   const credentials = await credentialsFor(deps, agent, connection.id, recorder);
   // The credential wait is the longest one before the provider is called (a slow control plane):
   // an agent that gave up meanwhile may retry, and must not find its abandoned write ran too.
@@ -287,6 +300,7 @@ async function decide(
     // An approval presented with a request is checked against it even when the request needs
     // none: the agent believes it runs what was approved (say, a contact with its full fields),
     // and must not silently get something else (ADR 0045). A match is consumed as usual.
+    await recorder.recorded;
     const refusal = await redeemApproval(
       deps,
       { agent, connectionId: connection.id },
@@ -310,6 +324,7 @@ async function decide(
       approval: { status: 'approved', fingerprintMatches: true },
     });
     if (approved.outcome === 'allow') {
+      await recorder.recorded;
       const refusal = await redeemApproval(
         deps,
         { agent, connectionId: connection.id },

@@ -1,0 +1,265 @@
+/**
+ * Model B decides while `execution_requested` is being stored (ADR 0072), and nothing that acts
+ * runs before it is: these tests hold the store's answer back, or refuse it, and watch what the
+ * call does meanwhile. The bus, caches, credentials, rate counter and provider are fakes that
+ * count what was asked of them.
+ */
+import { busNames, type Bus } from '@vlt/bus';
+import type { DataPlaneSettings } from '@vlt/config';
+import type { AuditEventMessage, ConnectionDescriptor, ExecuteModelB, PolicyDocument } from '@vlt/contracts';
+import { compilePolicy, hydratePolicy } from '@vlt/policy-engine';
+import { AppError } from '@vlt/service-kit';
+import { compileSecretForms, UpstreamError, type UpstreamClient } from '@vlt/upstream';
+import type { FastifyBaseLogger } from 'fastify';
+import { describe, expect, it } from 'vitest';
+import type { SnapshotCaches } from '../../caches.js';
+import type { CredentialCache } from '../../credentials.js';
+import type { DataPlaneDeps } from '../../deps.js';
+import type { RateCounter } from '../../rate-counter.js';
+import { executeModelB } from './service.js';
+
+const names = busNames('recordtest');
+const IDS = {
+  workspace: '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d',
+  agent: '1b2c3d4e-5f6a-4b7c-8d9e-0f1a2b3c4d5e',
+  connection: '2c3d4e5f-6a7b-4c8d-9e0f-1a2b3c4d5e6f',
+  policy: '6f1c2b9e-3d4a-4e5f-8a7b-9c0d1e2f3a4b',
+  approval: '7a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d',
+};
+const agent = { agentId: IDS.agent, workspaceId: IDS.workspace, tokenHash: 'h' };
+const connection: ConnectionDescriptor = {
+  v: 1,
+  id: IDS.connection,
+  workspaceId: IDS.workspace,
+  provider: 'code_host',
+  service: 'code_host',
+  label: 'repos',
+  status: 'healthy',
+  singleton: false,
+  baseUrl: null,
+};
+
+function policyDoc(overrides: Partial<PolicyDocument>): PolicyDocument {
+  return {
+    id: IDS.policy,
+    workspaceId: IDS.workspace,
+    agentId: IDS.agent,
+    connectionId: IDS.connection,
+    allowedModels: ['B'],
+    defaultMode: 'read_write',
+    stepUpApproval: 'never',
+    allowlists: [
+      { baseUrl: 'https://api.example.com', methods: ['GET', 'POST'], pathPatterns: ['/repos/*'] },
+    ],
+    rateLimits: { maxRequestsPerHour: 100 },
+    timeWindows: [],
+    providerConstraints: null,
+    rules: { request: [], response: [] },
+    version: 1,
+    ...overrides,
+  };
+}
+
+/** What the call asked of each fake, in order. */
+interface Trace {
+  /** Every step that acted or was asked, in the order it happened. */
+  steps: string[];
+  /** Audit actions the bus stored, in order. */
+  stored: string[];
+}
+
+/**
+ * A data plane whose bus stores `execution_requested` only when `store` is called: with true it
+ * is stored, with false the bus refuses it (as JetStream does when the stream is unavailable).
+ */
+function harness(policy: Partial<PolicyDocument>) {
+  const trace: Trace = { steps: [], stored: [] };
+  let store!: (ok: boolean) => void;
+  const requestStored = new Promise<boolean>((r) => (store = r));
+  const bus = {
+    async publish(_subject: string, data: unknown) {
+      const e = data as AuditEventMessage;
+      if (e.action === 'execution_requested') {
+        trace.steps.push('publish execution_requested');
+        if (!(await requestStored)) throw new Error('stream unavailable');
+      }
+      trace.stored.push(e.action);
+    },
+    async request(subject: string) {
+      if (subject === names.rpc.approvalsRedeem) {
+        trace.steps.push('redeem approval');
+        return { ok: true };
+      }
+      if (subject === names.rpc.approvalsCreate) {
+        trace.steps.push('file approval');
+        return {
+          ok: true,
+          approvalRequestId: IDS.approval,
+          expiresAt: new Date(Date.now() + 60_000).toISOString(),
+          auditId: 'a-1',
+        };
+      }
+      throw new Error(`unexpected request on ${subject}`);
+    },
+  } as unknown as Bus;
+  const snapshot = {
+    v: 1 as const,
+    policyId: IDS.policy,
+    workspaceId: IDS.workspace,
+    agentId: IDS.agent,
+    connectionId: IDS.connection,
+    version: 1,
+    compiled: compilePolicy(policyDoc(policy), connection),
+  };
+  const runtime = hydratePolicy(snapshot.compiled);
+  const caches = {
+    policyFor: async () => ({ policy: { snapshot, runtime }, connection }),
+    connection: () => connection,
+    connectionsOf: () => [connection],
+  } as unknown as SnapshotCaches;
+  const credentials = {
+    async get() {
+      trace.steps.push('fetch credentials');
+      return { ok: true, credentials: { type: 'bearer', token: 'provider-token' }, ttlMs: 60_000 };
+    },
+    invalidate() {},
+    secretForms: (_c: unknown, secrets: readonly string[]) => compileSecretForms(secrets),
+  } as unknown as CredentialCache;
+  const rateCounter: RateCounter = {
+    async reserve() {
+      trace.steps.push('reserve rate slot');
+      return {
+        previous: 0,
+        oldestAt: undefined,
+        release: async () => void trace.steps.push('release rate slot'),
+      };
+    },
+  };
+  const upstream = {
+    resolve: async () => ['93.184.216.34'],
+    async request() {
+      trace.steps.push('call provider');
+      throw new UpstreamError('unavailable', 'connection refused');
+    },
+  } as unknown as UpstreamClient;
+  const logger = { warn() {}, error() {}, info() {}, debug() {} } as unknown as FastifyBaseLogger;
+  const deps: DataPlaneDeps = {
+    config: { ssrfAllowCidrs: [] } as unknown as DataPlaneSettings,
+    bus,
+    names,
+    logger,
+    caches,
+    credentials,
+    rateCounter,
+    upstream,
+    now: () => new Date(),
+  };
+  return { deps, trace, store };
+}
+
+function call(over: Partial<ExecuteModelB> = {}): ExecuteModelB {
+  return {
+    model: 'B',
+    connectionId: IDS.connection,
+    method: 'GET',
+    url: 'https://api.example.com/repos/a',
+    ...over,
+  };
+}
+
+/** Lets every pending callback and timer of this turn run. */
+const settle = () => new Promise((r) => setTimeout(r, 20));
+
+/** The call's outcome without throwing: the AppError it ended with, or what it returned. */
+async function outcome(
+  p: Promise<unknown>,
+): Promise<{ status: number; code: string; message: string } | unknown> {
+  try {
+    return await p;
+  } catch (err) {
+    if (err instanceof AppError) return { status: err.statusCode, code: err.code, message: err.message };
+    throw err;
+  }
+}
+
+describe('Model B decides while execution_requested is stored (ADR 0072)', () => {
+  it('takes the rate slot meanwhile, but fetches credentials and calls the provider only once it is stored', async () => {
+    const { deps, trace, store } = harness({});
+    let done = false;
+    const result = outcome(executeModelB(deps, agent, call())).finally(() => (done = true));
+    await settle();
+    expect(trace.steps).toEqual(['publish execution_requested', 'reserve rate slot']);
+    expect(done).toBe(false);
+
+    store(true);
+    expect(await result).toMatchObject({ status: 502 });
+    expect(trace.steps).toEqual([
+      'publish execution_requested',
+      'reserve rate slot',
+      'fetch credentials',
+      'call provider',
+    ]);
+    await settle();
+    expect(trace.stored).toEqual(['execution_requested', 'execution_error']);
+  });
+
+  it('a request that cannot be stored is answered 503: nothing fetched, redeemed or sent, its rate slot given back, no terminal event', async () => {
+    const { deps, trace, store } = harness({ stepUpApproval: 'always' });
+    const result = outcome(executeModelB(deps, agent, call({ method: 'POST', approvalId: IDS.approval })));
+    await settle();
+    store(false);
+    expect(await result).toEqual({
+      status: 503,
+      code: 'SERVICE_UNAVAILABLE',
+      message: 'cannot record the request; not executed',
+    });
+    await settle();
+    expect(trace.steps).toEqual(['publish execution_requested', 'reserve rate slot', 'release rate slot']);
+    expect(trace.stored).toEqual([]);
+  });
+
+  it('an approval is neither redeemed nor filed before the request is stored', async () => {
+    const cases = [
+      { stepUp: 'always', approvalId: IDS.approval, then: 'redeem approval' },
+      { stepUp: 'always', approvalId: undefined, then: 'file approval' },
+      // An approval presented where none is needed is still checked and consumed (ADR 0045).
+      { stepUp: 'never', approvalId: IDS.approval, then: 'redeem approval' },
+    ] as const;
+    for (const c of cases) {
+      const { deps, trace, store } = harness({ stepUpApproval: c.stepUp });
+      const result = outcome(executeModelB(deps, agent, call({ method: 'POST', approvalId: c.approvalId })));
+      await settle();
+      expect(trace.steps).toEqual(['publish execution_requested', 'reserve rate slot']);
+      store(true);
+      await result;
+      expect(trace.steps[2]).toBe(c.then);
+    }
+  });
+
+  it('a refusal decided meanwhile is answered, and recorded after its request, only once the request is stored', async () => {
+    const { deps, trace, store } = harness({});
+    let done = false;
+    const result = outcome(
+      executeModelB(deps, agent, call({ url: 'https://api.example.com/admin' })),
+    ).finally(() => (done = true));
+    await settle();
+    expect(done).toBe(false);
+    expect(trace.stored).toEqual([]);
+
+    store(true);
+    expect(await result).toMatchObject({ status: 403, code: 'POLICY_DENIED' });
+    await settle();
+    expect(trace.stored).toEqual(['execution_requested', 'execution_denied']);
+    expect(trace.steps).not.toContain('fetch credentials');
+  });
+
+  it('a refusal decided meanwhile becomes the 503 when the request cannot be stored, and is never recorded', async () => {
+    const { deps, trace, store } = harness({});
+    const result = outcome(executeModelB(deps, agent, call({ url: 'https://api.example.com/admin' })));
+    await settle();
+    store(false);
+    expect(await result).toMatchObject({ status: 503, message: 'cannot record the request; not executed' });
+    await settle();
+    expect(trace.stored).toEqual([]);
+  });
+});
