@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createLlmStreamRedaction, type LlmStreamProtocol } from './llm-stream-redaction.js';
+import { createLlmStreamRedaction, findBlankLine, type LlmStreamProtocol } from './llm-stream-redaction.js';
 import { emailDetector, phoneDetector, ssnDetector, type Detector } from './pii-detectors.js';
 import { throughChunks } from './test-fixtures.js';
 
@@ -255,6 +255,26 @@ describe('the raw path of LLM stream redaction', () => {
     }
   });
 
+  // The frame of a stream's delta events is remembered after the first match (RawFrame): a block
+  // with that frame's prefix and suffix around anything but one string literal is not a delta.
+  it.each([
+    [
+      'a second choices member spliced between the frame',
+      `"x"},"finish_reason":null}],"choices":[{"index":0,"delta":{"content":"alice@example.com "`,
+    ],
+    ['two literals', `"alice@example.com ""bob@example.com "`],
+    ['an unterminated literal', `"alice@example.com `],
+    ['a number', `42`],
+    ['nothing', ``],
+  ])('%s after a delta of the same stream: the outcome of the parsing path', async (_name, middle) => {
+    const prefix = 'data: {"id":"c","choices":[{"index":0,"delta":{"content":';
+    const suffix = '},"finish_reason":null}]}';
+    const sse = `${prefix}"mail carol@corp.example "${suffix}\n\n${prefix}${middle}${suffix}\n\ndata: [DONE]\n\n`;
+    for (const sizes of [[4096], [5]]) {
+      expect(await run('openai', sse, sizes, true)).toBe(await run('openai', sse, sizes, false));
+    }
+  });
+
   it('an Anthropic delta with members in another order takes the parsing path', async () => {
     const sse =
       'event: content_block_delta\ndata: {"index":0,"type":"content_block_delta","delta":{"type":"text_delta","text":"bob@corp.example "}}\n\n' +
@@ -263,5 +283,20 @@ describe('the raw path of LLM stream redaction', () => {
     const raw = await run('anthropic', sse, [4096], true);
     expect(raw).toBe(await run('anthropic', sse, [4096], false));
     expect(raw).not.toMatch(/bob@|carol@/);
+  });
+});
+
+describe('findBlankLine', () => {
+  it('finds what /\\r?\\n\\r?\\n/ finds from any position', () => {
+    const text = fc.array(fc.constantFrom('a', '\r', '\n'), { maxLength: 24 }).map((a) => a.join(''));
+    fc.assert(
+      fc.property(text, fc.nat(24), (t, from) => {
+        const re = /\r?\n\r?\n/g;
+        re.lastIndex = from;
+        const m = from <= t.length ? re.exec(t) : null;
+        expect(findBlankLine(t, from)).toEqual(m ? { start: m.index, end: m.index + m[0].length } : null);
+      }),
+      { numRuns: 2000 },
+    );
   });
 });

@@ -104,6 +104,21 @@ function serialise(e: SseEvent, data: unknown): string {
   return `${lines.join('\n')}\n\n`;
 }
 
+/**
+ * The leftmost blank line (`/\r?\n\r?\n/`) at or after `from`, the end of an SSE event. Found with
+ * indexOf, which costs an eighth of that regex per event.
+ */
+export function findBlankLine(text: string, from: number): { start: number; end: number } | null {
+  for (let i = text.indexOf('\n', from); i !== -1; i = text.indexOf('\n', i + 1)) {
+    const next = text.charCodeAt(i + 1);
+    let end = -1;
+    if (next === 0x0a) end = i + 2;
+    else if (next === 0x0d && text.charCodeAt(i + 2) === 0x0a) end = i + 3;
+    if (end !== -1) return { start: i > from && text.charCodeAt(i - 1) === 0x0d ? i - 1 : i, end };
+  }
+  return null;
+}
+
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -153,15 +168,61 @@ const ANTHROPIC_DELTA = new RegExp(
   String.raw`^(event: content_block_delta\r?\ndata: \{"type":"content_block_delta","index":${INDEX},"delta":\{"type":"text_delta","text":)(${JSON_STRING})\}\}$`,
 );
 
-/** The block with its delta literal (match group 3) rewritten by `emit`; the event's output. */
-function rewriteLiteral(block: string, m: RegExpExecArray, emit: (text: string) => string): string {
-  const literal = m[3]!;
-  const from = m[1]!.length;
-  const to = from + literal.length;
+/** The block with the delta literal at [from, to) rewritten by `emit`; the event's output. */
+function rewriteLiteral(block: string, from: number, to: number, emit: (text: string) => string): string {
+  const literal = block.slice(from, to);
   const text = literal.includes('\\') ? (JSON.parse(literal) as string) : literal.slice(1, -1);
   const out = emit(text);
   if (out === text) return `${block}\n\n`;
   return `${block.slice(0, from)}${JSON.stringify(out)}${block.slice(to)}\n\n`;
+}
+
+/** One JSON string literal, matched where `lastIndex` points. */
+const STICKY_LITERAL = new RegExp(JSON_STRING, 'y');
+
+/**
+ * The delta events of one stream differ only in their literal: the text before it (id, model,
+ * index) and after it repeat. A pattern above is prefix · literal · suffix, three parts matched
+ * independently, so once it has matched a block, another block made of the same prefix, one
+ * JSON string literal and the same suffix is in the pattern's language too, with the same
+ * groups. Checking that costs two comparisons and the literal's scan instead of the whole
+ * pattern, which was a quarter of this stage's CPU.
+ */
+class RawFrame {
+  private prefix = '';
+  private suffix = '';
+  private slot = '';
+
+  constructor(
+    private readonly pattern: RegExp,
+    private readonly slotPrefix: string,
+  ) {}
+
+  /** The delta literal's [from, to) and slot, when the block is a delta event of the pattern. */
+  locate(block: string): { from: number; to: number; slot: string } | undefined {
+    const from = this.prefix.length;
+    const to = block.length - this.suffix.length;
+    // substring and ===, not startsWith: V8's startsWith compares a long prefix several times slower.
+    if (
+      from > 0 &&
+      to > from &&
+      block.substring(0, from) === this.prefix &&
+      block.substring(to) === this.suffix
+    ) {
+      STICKY_LITERAL.lastIndex = from;
+      if (STICKY_LITERAL.test(block) && STICKY_LITERAL.lastIndex === to) {
+        return { from, to, slot: this.slot };
+      }
+    }
+    const m = this.pattern.exec(block);
+    if (!m) return undefined;
+    const start = m[1]!.length;
+    const end = start + m[3]!.length;
+    this.prefix = block.slice(0, start);
+    this.suffix = block.slice(end);
+    this.slot = `${this.slotPrefix}${m[2]!}`;
+    return { from: start, to: end, slot: this.slot };
+  }
 }
 
 function openAi(): Protocol {
@@ -176,12 +237,13 @@ function openAi(): Protocol {
     }
     return template;
   };
+  const frame = new RawFrame(OPENAI_DELTA, 'c');
   return {
     rewriteRaw(block, r) {
-      const m = OPENAI_DELTA.exec(block);
-      if (!m) return undefined;
+      const at = frame.locate(block);
+      if (!at) return undefined;
       templateSource = block;
-      return rewriteLiteral(block, m, (text) => r.emit(`c${m[2]!}`, text));
+      return rewriteLiteral(block, at.from, at.to, (text) => r.emit(at.slot, text));
     },
     rewrite(_e, data, r) {
       const choices = data.choices;
@@ -224,11 +286,12 @@ function openAi(): Protocol {
 function anthropic(): Protocol {
   const synthetic = (index: number, text: string) =>
     `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index, delta: { type: 'text_delta', text } })}\n\n`;
+  const frame = new RawFrame(ANTHROPIC_DELTA, 'b');
   return {
     rewriteRaw(block, r) {
-      const m = ANTHROPIC_DELTA.exec(block);
-      if (!m) return undefined;
-      return rewriteLiteral(block, m, (text) => r.emit(`b${m[2]!}`, text));
+      const at = frame.locate(block);
+      if (!at) return undefined;
+      return rewriteLiteral(block, at.from, at.to, (text) => r.emit(at.slot, text));
     },
     rewrite(_e, data, r) {
       const index = typeof data.index === 'number' ? data.index : 0;
@@ -319,8 +382,6 @@ export function createLlmStreamRedactionCore(
   const decoder = new StringDecoder('utf8');
   let pending = '';
   let searchFrom = 0;
-  /** The end of an SSE event; its lastIndex is set before every use. */
-  const blankLine = /\r?\n\r?\n/g;
 
   const handle = (block: string): string => {
     if (block.length > MAX_EVENT_BYTES) return `${block}\n\n`;
@@ -348,11 +409,10 @@ export function createLlmStreamRedactionCore(
       // Events are cut at each blank line; `start` walks the text and it is sliced once.
       let start = 0;
       for (;;) {
-        blankLine.lastIndex = Math.max(start, searchFrom - 3);
-        const hit = blankLine.exec(pending);
-        if (!hit) break;
-        out += handle(pending.slice(start, hit.index));
-        start = hit.index + hit[0].length;
+        const blank = findBlankLine(pending, Math.max(start, searchFrom - 3));
+        if (!blank) break;
+        out += handle(pending.slice(start, blank.start));
+        start = blank.end;
       }
       if (start > 0) pending = pending.slice(start);
       searchFrom = pending.length;
