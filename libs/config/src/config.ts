@@ -75,6 +75,8 @@ const dataPlaneShape = {
   VLT_UPSTREAM_DEADLINE_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
   /** Total time for a streamed or downloaded provider call, milliseconds. */
   VLT_UPSTREAM_STREAM_DEADLINE_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
+  /** Most provider calls a process keeps open at once to one origin; one more is answered 503. */
+  VLT_UPSTREAM_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(65_536).default(1024),
   /** How long fetched provider credentials stay cached in a data-plane pod. */
   VLT_CREDENTIAL_CACHE_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
   /**
@@ -144,6 +146,8 @@ export interface DataPlaneSettings extends CommonConfig {
   upstreamIdleTimeoutMs: number;
   upstreamDeadlineMs: number;
   upstreamStreamDeadlineMs: number;
+  /** Most provider calls open at once to one origin, per process. */
+  upstreamMaxConnections: number;
   credentialCacheMs: number;
   credentialStaleMs: number;
 }
@@ -276,6 +280,7 @@ export function loadConfig<S extends ServiceName>(
     upstreamIdleTimeoutMs: raw.VLT_UPSTREAM_IDLE_TIMEOUT_MS,
     upstreamDeadlineMs: raw.VLT_UPSTREAM_DEADLINE_MS,
     upstreamStreamDeadlineMs: raw.VLT_UPSTREAM_STREAM_DEADLINE_MS,
+    upstreamMaxConnections: raw.VLT_UPSTREAM_MAX_CONNECTIONS,
     credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS,
     credentialStaleMs: raw.VLT_CREDENTIAL_STALE_MS,
     pushApiUrl: raw.VLT_PUSH_API_URL,

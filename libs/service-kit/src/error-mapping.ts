@@ -20,6 +20,10 @@ export function upstreamAppError(err: UpstreamError, extra: AppError['extra'] = 
       return Errors.upstreamBadResponse(undefined, extra);
     case 'unavailable':
       return Errors.upstreamUnavailable(undefined, extra);
+    case 'busy':
+      // This gateway's own limit, not the provider's failure: another pod, or this one a moment
+      // later, can take the call.
+      return Errors.upstreamBusy(undefined, { ...extra, retryAfter: 1, headers: { 'retry-after': '1' } });
   }
 }
 

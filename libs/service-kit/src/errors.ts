@@ -100,6 +100,11 @@ export const Errors = {
   upstreamTimeout: define('UPSTREAM_TIMEOUT', 502, 'provider request timed out'),
   upstreamUnavailable: define('UPSTREAM_UNAVAILABLE', 502, 'provider request failed'),
   upstreamBadResponse: define('UPSTREAM_BAD_RESPONSE', 502, 'provider sent an invalid response'),
+  upstreamBusy: define(
+    'UPSTREAM_BUSY',
+    503,
+    'too many calls are open to this provider from this gateway; retry shortly',
+  ),
   unavailable: define('SERVICE_UNAVAILABLE', 503, 'service temporarily unavailable'),
 } as const;
 

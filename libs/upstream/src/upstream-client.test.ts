@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +9,8 @@ let pki: TestPki;
 let server: https.Server;
 let port: number;
 const seen: { path: string; auth: string | undefined }[] = [];
+/** Responses of `/hold` still open. */
+const held: ServerResponse[] = [];
 
 beforeAll(async () => {
   pki = await createTestPki();
@@ -22,6 +25,13 @@ beforeAll(async () => {
       return res.end('x'.repeat(64 * 1024));
     }
     if (req.url === '/slow') return; // never answers
+    if (req.url === '/hold') {
+      // A stream that stays open until the test lets go of it.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: first\n\n');
+      held.push(res);
+      return;
+    }
     res.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive' });
     res.end(JSON.stringify({ ok: true }));
   });
@@ -148,6 +158,88 @@ describe('upstream client', () => {
     expect(
       await kind(c.request({ url: new URL(`https://localhost:${port}/ok`), method: 'GET', headers: {} })),
     ).toBe('unavailable');
+    await c.close();
+  });
+});
+
+describe('calls open at once to one provider origin', () => {
+  const limited = () =>
+    createUpstreamClient({
+      ssrfAllowCidrs: ['127.0.0.1/32'],
+      timeoutMs: 5_000,
+      resolver: async () => ['127.0.0.1'],
+      extraCa: [pki.caPem],
+      maxConnectionsPerOrigin: 2,
+    });
+  const holds = () => seen.filter((s) => s.path === '/hold').length;
+  const hold = (c: ReturnType<typeof limited>, host = 'localhost') =>
+    c.stream({ url: new URL(`https://${host}:${port}/hold`), method: 'GET', headers: {} });
+
+  it('refuses one more at once as busy instead of queueing it behind open streams, and never sends it', async () => {
+    const c = limited();
+    const before = holds();
+    const open = [await hold(c), await hold(c)];
+    expect(await kind(hold(c))).toBe('busy');
+    expect(
+      await kind(c.request({ url: new URL(`https://localhost:${port}/ok`), method: 'GET', headers: {} })),
+    ).toBe('busy');
+    expect(holds() - before).toBe(2);
+    // Per origin: another origin still has its own slots.
+    const other = await hold(c, '127.0.0.1');
+    expect(other.status).toBe(200);
+    for (const s of [...open, other]) s.body.destroy();
+    for (const r of held.splice(0)) r.end();
+    await c.close();
+  });
+
+  it('gives the slot back when a stream closes, whether it ended or was destroyed', async () => {
+    const c = limited();
+    const a = await hold(c);
+    const b = await hold(c);
+    expect(await kind(hold(c))).toBe('busy');
+    const closed = new Promise((r) => a.body.once('close', r));
+    a.body.destroy();
+    await closed;
+    const d = await hold(c);
+    expect(d.status).toBe(200);
+    // A stream the provider ends gives its slot back too, once the agent has read it.
+    const bEnded = new Promise((r) => b.body.once('close', r));
+    for (const r of held.splice(0)) r.end();
+    b.body.resume();
+    d.body.resume();
+    await bEnded;
+    const e = await hold(c);
+    expect(e.status).toBe(200);
+    e.body.destroy();
+    for (const r of held.splice(0)) r.end();
+    await c.close();
+  });
+
+  it('gives the slot back after a buffered call, and after a failed one', async () => {
+    const c = createUpstreamClient({
+      ssrfAllowCidrs: ['127.0.0.1/32'],
+      timeoutMs: 300,
+      resolver: async () => ['127.0.0.1'],
+      extraCa: [pki.caPem],
+      maxConnectionsPerOrigin: 1,
+    });
+    const get = (path: string) =>
+      kind(c.request({ url: new URL(`https://localhost:${port}${path}`), method: 'GET', headers: {} }));
+    for (let i = 0; i < 3; i++) expect(await get('/ok')).toBe('ok');
+    expect(await get('/slow')).toBe('timeout');
+    expect(await get('/ok')).toBe('ok');
+    const slowStream = c.stream({
+      url: new URL(`https://localhost:${port}/slow`),
+      method: 'GET',
+      headers: {},
+    });
+    expect(await kind(slowStream)).toBe('timeout');
+    expect(await get('/ok')).toBe('ok');
+    // A target refused before any call (plain http) takes no slot at all.
+    expect(
+      await kind(c.request({ url: new URL(`http://localhost:${port}/ok`), method: 'GET', headers: {} })),
+    ).toBe('ssrf_blocked');
+    expect(await get('/ok')).toBe('ok');
     await c.close();
   });
 });

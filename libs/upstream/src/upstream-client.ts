@@ -32,7 +32,7 @@ import { createTickCoalescer } from './tick-coalescer.js';
 export class UpstreamError extends Error {
   override name = 'UpstreamError';
   constructor(
-    readonly kind: 'ssrf_blocked' | 'timeout' | 'unavailable' | 'too_large' | 'bad_response',
+    readonly kind: 'ssrf_blocked' | 'timeout' | 'unavailable' | 'too_large' | 'bad_response' | 'busy',
     message: string,
   ) {
     super(message);
@@ -77,6 +77,11 @@ export interface UpstreamClientOptions {
   deadlineMs?: number;
   /** Whole call, streamed (`stream`): connect to last byte (default: 10 min). */
   streamDeadlineMs?: number;
+  /**
+   * Most calls open at once to one provider origin (default 1024). Each holds a connection until
+   * its body ends; one more is refused at once (`busy`) instead of waiting behind them.
+   */
+  maxConnectionsPerOrigin?: number;
   /** Test seam: where names are resolved. */
   resolver?: (host: string) => Promise<string[]>;
   /** CAs trusted in addition to the system's (processes use NODE_EXTRA_CA_CERTS instead). */
@@ -90,6 +95,8 @@ export interface UpstreamClient {
   stream(req: UpstreamRequest): Promise<UpstreamStreamResponse>;
   close(): Promise<void>;
 }
+
+export const DEFAULT_MAX_CONNECTIONS_PER_ORIGIN = 1024;
 
 function deadlineError(): UpstreamError {
   return new UpstreamError('timeout', 'provider did not finish within the deadline');
@@ -187,6 +194,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
 
   const deadlineMs = opts.deadlineMs ?? 60_000;
   const streamDeadlineMs = opts.streamDeadlineMs ?? 600_000;
+  const maxPerOrigin = opts.maxConnectionsPerOrigin ?? DEFAULT_MAX_CONNECTIONS_PER_ORIGIN;
   const agent = new Agent({
     connect: {
       lookup: guardedLookup,
@@ -200,8 +208,33 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     headersTimeout: opts.timeoutMs,
     bodyTimeout: opts.idleTimeoutMs ?? opts.timeoutMs,
     keepAliveTimeout: 10_000,
-    connections: 256,
+    // Never more sockets than calls `takeSlot` lets through.
+    connections: maxPerOrigin,
   });
+
+  /** Calls open per origin: from before the request until its body has closed. */
+  const openCalls = new Map<string, number>();
+
+  /**
+   * Takes one of the origin's slots, or refuses the call. undici would queue it instead, behind
+   * streams that may stay open for minutes, with no timer running until it got a connection:
+   * the agent would hang with no answer. The returned function gives the slot back, once.
+   */
+  function takeSlot(origin: string): () => void {
+    const n = openCalls.get(origin) ?? 0;
+    if (n >= maxPerOrigin) {
+      throw new UpstreamError('busy', 'too many calls are open to this provider from this gateway');
+    }
+    openCalls.set(origin, n + 1);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      const left = (openCalls.get(origin) ?? 1) - 1;
+      if (left === 0) openCalls.delete(origin);
+      else openCalls.set(origin, left);
+    };
+  }
 
   function checkLiteral(url: URL): void {
     // net.connect skips lookup for IP literals, so literal hosts are checked here.
@@ -235,10 +268,14 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     return new UpstreamError('unavailable', 'provider request failed');
   }
 
-  async function send(req: UpstreamRequest, deadline: AbortSignal) {
-    if (req.url.protocol !== 'https:')
+  /** Refuses a target no call may reach, before a slot is taken for it. */
+  function checkTarget(url: URL): void {
+    if (url.protocol !== 'https:')
       throw new UpstreamError('ssrf_blocked', 'only https upstreams are allowed');
-    checkLiteral(req.url);
+    checkLiteral(url);
+  }
+
+  async function send(req: UpstreamRequest, deadline: AbortSignal) {
     // The gateway reads what it forwards, so it asks for bytes it can read.
     const headers = { ...req.headers, 'accept-encoding': 'identity' };
     try {
@@ -321,35 +358,48 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     return forms.text.length > 0 ? forms : null;
   };
 
+  /** A buffered call once its slot is taken: the whole body, decoded and scrubbed. */
+  async function requestBuffered(req: UpstreamRequest): Promise<UpstreamResponse> {
+    const deadline = AbortSignal.timeout(deadlineMs);
+    const res = await send(req, deadline);
+    const secrets = secretFormsOf(req.secrets);
+    const headers = responseHeaders(res.headers, secrets);
+    // Secrets are scrubbed once over the whole body below, not per chunk.
+    const body = readableBody(res.body as unknown as Readable, headers, null, false);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    try {
+      for await (const chunk of body) {
+        size += (chunk as Buffer).length;
+        if (req.maxResponseBytes !== undefined && size > req.maxResponseBytes) {
+          body.destroy();
+          throw new UpstreamError('too_large', 'provider response exceeds the size limit');
+        }
+        chunks.push(chunk as Buffer);
+      }
+    } catch (err) {
+      throw mapError(err, deadline);
+    }
+    const whole = Buffer.concat(chunks);
+    const scrubbed = secrets ? scrubSecretsFromBuffer(whole, secrets) : whole;
+    if (scrubbed !== whole) delete headers['content-length'];
+    return { status: res.statusCode, headers, body: scrubbed };
+  }
+
   return {
     resolve,
     async request(req) {
-      const deadline = AbortSignal.timeout(deadlineMs);
-      const res = await send(req, deadline);
-      const secrets = secretFormsOf(req.secrets);
-      const headers = responseHeaders(res.headers, secrets);
-      // Secrets are scrubbed once over the whole body below, not per chunk.
-      const body = readableBody(res.body as unknown as Readable, headers, null, false);
-      const chunks: Buffer[] = [];
-      let size = 0;
+      checkTarget(req.url);
+      const release = takeSlot(req.url.origin);
       try {
-        for await (const chunk of body) {
-          size += (chunk as Buffer).length;
-          if (req.maxResponseBytes !== undefined && size > req.maxResponseBytes) {
-            body.destroy();
-            throw new UpstreamError('too_large', 'provider response exceeds the size limit');
-          }
-          chunks.push(chunk as Buffer);
-        }
-      } catch (err) {
-        throw mapError(err, deadline);
+        return await requestBuffered(req);
+      } finally {
+        release();
       }
-      const whole = Buffer.concat(chunks);
-      const scrubbed = secrets ? scrubSecretsFromBuffer(whole, secrets) : whole;
-      if (scrubbed !== whole) delete headers['content-length'];
-      return { status: res.statusCode, headers, body: scrubbed };
     },
     async stream(req) {
+      checkTarget(req.url);
+      const release = takeSlot(req.url.origin);
       const controller = new AbortController();
       const timer = setTimeout(() => controller.abort(), streamDeadlineMs);
       timer.unref();
@@ -362,10 +412,14 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
         const secrets = secretFormsOf(req.secrets);
         const headers = responseHeaders(res.headers, secrets);
         body = readableBody(res.body as unknown as Readable, headers, secrets, true);
-        body.once('close', () => clearTimeout(timer));
+        body.once('close', () => {
+          clearTimeout(timer);
+          release();
+        });
         return { status: res.statusCode, headers, body };
       } catch (err) {
         clearTimeout(timer);
+        release();
         throw err;
       }
     },

@@ -42,6 +42,7 @@ export async function createDataPlaneRuntime(opts: {
     idleTimeoutMs: config.upstreamIdleTimeoutMs,
     deadlineMs: config.upstreamDeadlineMs,
     streamDeadlineMs: config.upstreamStreamDeadlineMs,
+    maxConnectionsPerOrigin: config.upstreamMaxConnections,
     ...(opts.upstreamCa && { extraCa: opts.upstreamCa }),
   });
   const responseFilterPool = createResponseFilterPool();
