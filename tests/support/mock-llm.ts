@@ -100,6 +100,8 @@ export interface MockLlm {
   reply: string;
   /** What streamed answers carry and how they are cut. */
   stream: StreamScript;
+  /** Pause before answering a completion (ms): a model thinking before its first byte. Default 0. */
+  thinkMs: number;
   readonly requests: LlmRecord[];
   /** A fresh key the mock accepts for `provider`. */
   newKey(provider: LlmProviderId): string;
@@ -142,6 +144,7 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     pki,
     reply: 'Hello from the mock model.',
     stream: { parts: ['Hello', ' from', ' the', ' mock', ' model.'] },
+    thinkMs: 0,
     requests,
     keys,
     newKey(provider) {
@@ -431,6 +434,7 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     const forced = /(?:^|\/models\/)mock-error-(\d{3})(?::|$)/.exec(fam === 'c' ? u.pathname : modelName);
     if (forced) return fail(Number(forced[1]), `the provider refuses model mock-error-${forced[1]}`);
     rec.status = 200;
+    if (mock.thinkMs > 0 && endpoint !== 'models') await sleep(mock.thinkMs);
     switch (endpoint) {
       case 'models':
         if (fam === 'c')

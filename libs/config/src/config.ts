@@ -75,6 +75,11 @@ const dataPlaneShape = {
   VLT_UPSTREAM_DEADLINE_MS: z.coerce.number().int().min(100).max(600_000).default(60_000),
   /** Total time for a streamed or downloaded provider call, milliseconds. */
   VLT_UPSTREAM_STREAM_DEADLINE_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
+  /**
+   * An LLM proxy call's wait for the provider's headers, between two chunks, and for a whole
+   * buffered answer, milliseconds: a model may think for minutes (the official SDKs wait 10).
+   */
+  VLT_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
   /** Most provider calls a process keeps open at once to one origin; one more is answered 503. */
   VLT_UPSTREAM_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(65_536).default(1024),
   /** How long fetched provider credentials stay cached in a data-plane pod. */
@@ -148,6 +153,8 @@ export interface DataPlaneSettings extends CommonConfig {
   upstreamStreamDeadlineMs: number;
   /** Most provider calls open at once to one origin, per process. */
   upstreamMaxConnections: number;
+  /** LLM proxy calls: headers, idle and buffered-call limit (VLT_LLM_TIMEOUT_MS). */
+  llmTimeoutMs: number;
   credentialCacheMs: number;
   credentialStaleMs: number;
 }
@@ -281,6 +288,7 @@ export function loadConfig<S extends ServiceName>(
     upstreamDeadlineMs: raw.VLT_UPSTREAM_DEADLINE_MS,
     upstreamStreamDeadlineMs: raw.VLT_UPSTREAM_STREAM_DEADLINE_MS,
     upstreamMaxConnections: raw.VLT_UPSTREAM_MAX_CONNECTIONS,
+    llmTimeoutMs: raw.VLT_LLM_TIMEOUT_MS,
     credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS,
     credentialStaleMs: raw.VLT_CREDENTIAL_STALE_MS,
     pushApiUrl: raw.VLT_PUSH_API_URL,

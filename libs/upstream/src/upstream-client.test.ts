@@ -3,7 +3,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestPki, type TestPki } from '@vlt/test-support/test-pki.js';
-import { createUpstreamClient, UpstreamError } from './upstream-client.js';
+import { createUpstreamClient, UpstreamError, type UpstreamTimeouts } from './upstream-client.js';
 
 let pki: TestPki;
 let server: https.Server;
@@ -25,6 +25,18 @@ beforeAll(async () => {
       return res.end('x'.repeat(64 * 1024));
     }
     if (req.url === '/slow') return; // never answers
+    if (req.url === '/late') {
+      // Answers once it has thought for two seconds.
+      setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('late'), 2_000);
+      return;
+    }
+    if (req.url === '/pause') {
+      // Two seconds of silence between two chunks.
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('one ');
+      setTimeout(() => res.end('two'), 2_000);
+      return;
+    }
     if (req.url === '/hold') {
       // A stream that stays open until the test lets go of it.
       res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -240,6 +252,61 @@ describe('calls open at once to one provider origin', () => {
       await kind(c.request({ url: new URL(`http://localhost:${port}/ok`), method: 'GET', headers: {} })),
     ).toBe('ssrf_blocked');
     expect(await get('/ok')).toBe('ok');
+    await c.close();
+  });
+});
+
+describe('time limits of one call', () => {
+  const strict = () =>
+    createUpstreamClient({
+      ssrfAllowCidrs: ['127.0.0.1/32'],
+      timeoutMs: 200,
+      idleTimeoutMs: 200,
+      resolver: async () => ['127.0.0.1'],
+      extraCa: [pki.caPem],
+    });
+  const at = (path: string) => new URL(`https://localhost:${port}${path}`);
+  const patient: UpstreamTimeouts = { headersMs: 8_000, idleMs: 8_000, deadlineMs: 8_000 };
+
+  it("replace the client's own for that call only: headers, silence between chunks, whole call", async () => {
+    const c = strict();
+    const get = (path: string, timeouts?: UpstreamTimeouts) =>
+      c.request({ url: at(path), method: 'GET', headers: {}, ...(timeouts && { timeouts }) });
+    const streamText = async (timeouts?: UpstreamTimeouts) => {
+      const s = await c.stream({
+        url: at('/pause'),
+        method: 'GET',
+        headers: {},
+        ...(timeouts && { timeouts }),
+      });
+      return Buffer.concat(await s.body.toArray()).toString();
+    };
+    // undici checks these limits on a timer wheel of about half a second, so the provider here
+    // thinks or pauses for two seconds; every call runs at once.
+    const [late, paused, streamed, lateOwn, pausedOwn, streamedOwn, lateShort] = await Promise.all([
+      // The client's limits (200 ms): a provider that thinks, or pauses, that long times out.
+      kind(get('/late')),
+      kind(get('/pause')),
+      kind(streamText()),
+      // The same calls with their own limits.
+      get('/late', patient).then((r) => r.body.toString()),
+      get('/pause', patient).then((r) => r.body.toString()),
+      streamText(patient),
+      // A shorter whole-call limit holds too.
+      kind(get('/late', { ...patient, deadlineMs: 300 })),
+    ]);
+    expect({ late, paused, streamed, lateShort }).toEqual({
+      late: 'timeout',
+      paused: 'timeout',
+      // A stream fails with undici's body timeout (the data plane records stream_interrupted).
+      streamed: expect.stringMatching(/timeout/i),
+      lateShort: 'timeout',
+    });
+    expect({ lateOwn, pausedOwn, streamedOwn }).toEqual({
+      lateOwn: 'late',
+      pausedOwn: 'one two',
+      streamedOwn: 'one two',
+    });
     await c.close();
   });
 });

@@ -53,6 +53,17 @@ export interface UpstreamRequest {
    * keep its forms with it (and drop both together).
    */
   secrets?: readonly string[] | SecretForms;
+  /** This call's time limits where they differ from the client's (each defaults to its own). */
+  timeouts?: UpstreamTimeouts;
+}
+
+export interface UpstreamTimeouts {
+  /** Until the response headers arrive. */
+  headersMs?: number;
+  /** Longest silence between two body chunks. */
+  idleMs?: number;
+  /** A buffered call, connect to last byte (a stream keeps the client's stream deadline). */
+  deadlineMs?: number;
 }
 
 export interface UpstreamResponse {
@@ -285,6 +296,8 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
         body: req.body,
         dispatcher: agent,
         maxRedirections: 0,
+        ...(req.timeouts?.headersMs !== undefined && { headersTimeout: req.timeouts.headersMs }),
+        ...(req.timeouts?.idleMs !== undefined && { bodyTimeout: req.timeouts.idleMs }),
         signal: req.signal ? AbortSignal.any([req.signal, deadline]) : deadline,
       } as Parameters<typeof request>[1]);
     } catch (err) {
@@ -360,7 +373,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
 
   /** A buffered call once its slot is taken: the whole body, decoded and scrubbed. */
   async function requestBuffered(req: UpstreamRequest): Promise<UpstreamResponse> {
-    const deadline = AbortSignal.timeout(deadlineMs);
+    const deadline = AbortSignal.timeout(req.timeouts?.deadlineMs ?? deadlineMs);
     const res = await send(req, deadline);
     const secrets = secretFormsOf(req.secrets);
     const headers = responseHeaders(res.headers, secrets);

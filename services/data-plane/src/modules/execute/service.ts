@@ -23,6 +23,7 @@ import {
   type ExecutionDecision,
 } from '@vlt/policy-engine';
 import { Errors } from '@vlt/service-kit';
+import type { UpstreamTimeouts } from '@vlt/upstream';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
 import type { Reservation } from '../../rate-counter.js';
@@ -96,6 +97,11 @@ export interface ExecuteOptions {
   streamStage?: (plan: ResponsePlan | null, contentType: string | undefined) => ResponseFilterCore | null;
   /** Aborted when the agent hangs up: a request it no longer waits for is not sent. */
   agentGone?: AbortSignal;
+  /**
+   * The provider's time limits for this call where they are not the configured ones (the LLM
+   * proxy: a model may think for minutes before its first byte, or between two events).
+   */
+  upstreamTimeouts?: UpstreamTimeouts;
   /**
    * The agent asks a human first (`POST /v1/vault/permission-requests`): the request is decided
    * as usual, then filed for approval even when the policy would allow it, and never sent.
@@ -225,7 +231,11 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   const built = buildUpstreamRequest(target, credentials, connection, {
     bodyIsAgentText: typeof req.body === 'string',
   });
-  const request = { ...built, secrets: deps.credentials.secretForms(credentials, built.secrets) };
+  const request = {
+    ...built,
+    secrets: deps.credentials.secretForms(credentials, built.secrets),
+    ...(call.options.upstreamTimeouts && { timeouts: call.options.upstreamTimeouts }),
+  };
   // A redeemed contact field step-up keeps PII fields in this one response (ADR 0045).
   const route = { method: req.method, path: target.matchPath, fullFields: decision.fullFields };
   if (decision.fullFields) recorder.annotate({ fullFields: true, approvalRequestId: req.approvalId });

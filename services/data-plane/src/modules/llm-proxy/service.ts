@@ -157,6 +157,11 @@ export async function proxyLlmCall(
   const out = await executeModelB(deps, agent, req, {
     presentedUrl,
     ...(call.agentGone && { agentGone: call.agentGone }),
+    upstreamTimeouts: {
+      headersMs: deps.config.llmTimeoutMs,
+      idleMs: deps.config.llmTimeoutMs,
+      deadlineMs: deps.config.llmTimeoutMs,
+    },
     streamStage: (plan, contentType) =>
       plan && plan.detectors.length > 0 && (contentType ?? '').toLowerCase().includes('text/event-stream')
         ? createLlmStreamRedactionCore(STREAM_PROTOCOL[call.provider], plan.detectors)
