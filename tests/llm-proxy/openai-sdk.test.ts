@@ -117,6 +117,44 @@ describe.each(SHAPES)('openai SDK through the LLM proxy (%s)', (shape) => {
     expect(sightings(seen, b.token)).toEqual([]);
   });
 
+  it("the provider's own response headers reach the SDK, streaming or not (its request id)", async () => {
+    const b = await bind();
+    const sdk = client(b.token);
+    const plain = await sdk.chat.completions.create({ model: 'gpt-mock', messages: MESSAGES }).withResponse();
+    const streamed = await sdk.chat.completions
+      .create({ model: 'gpt-mock', messages: MESSAGES, stream: true })
+      .withResponse();
+    for await (const _ of streamed.data) {
+      // drained: the request id is read from the head
+    }
+    expect(plain.response.headers.get('x-request-id')).toMatch(/^req_mock_\d+$/);
+    expect(streamed.response.headers.get('x-request-id')).toMatch(/^req_mock_\d+$/);
+    expect(streamed.response.headers.get('content-type')).toContain('text/event-stream');
+    // The stream's own headers still win over the provider's.
+    expect(streamed.response.headers.get('x-vlt-audit-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(streamed.response.headers.get('cache-control')).toBe('no-cache');
+  });
+
+  it('a provider header that reflects the stored key reaches the SDK scrubbed, streaming or not', async () => {
+    const b = await bind();
+    const sdk = client(b.token);
+    const plain = await sdk.chat.completions
+      .create({ model: 'mock-reflect', messages: MESSAGES })
+      .withResponse();
+    const streamed = await sdk.chat.completions
+      .create({ model: 'mock-reflect', messages: MESSAGES, stream: true })
+      .withResponse();
+    for await (const _ of streamed.data) {
+      // drained
+    }
+    for (const { response } of [plain, streamed]) {
+      const echo = response.headers.get('x-echo-key');
+      expect(echo).toMatch(/^seen /);
+      expect(echo).not.toContain(fx.keys.llm_b);
+      expect([...response.headers.values()].join('\n')).not.toContain(fx.keys.llm_b);
+    }
+  });
+
   it("the provider's own refusal comes back as its own error (status, message), streaming or not", async () => {
     const b = await bind('llm_b');
     const before = fx.mock.requests.length;

@@ -433,6 +433,9 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     // provider itself refuse, in its own error shape.
     const forced = /(?:^|\/models\/)mock-error-(\d{3})(?::|$)/.exec(fam === 'c' ? u.pathname : modelName);
     if (forced) return fail(Number(forced[1]), `the provider refuses model mock-error-${forced[1]}`);
+    // A model named `mock-reflect` answers with the key it was sent in a response header, as a
+    // debugging provider might: the vault must scrub it.
+    if (modelName === 'mock-reflect' && key !== null) res.setHeader('x-echo-key', `seen ${key}`);
     rec.status = 200;
     if (mock.thinkMs > 0 && endpoint !== 'models') await sleep(mock.thinkMs);
     switch (endpoint) {

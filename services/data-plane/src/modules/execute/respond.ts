@@ -42,7 +42,13 @@ export interface ExecutionResult {
 export interface StreamedResult {
   streamed: true;
   status: number;
+  /** What the agent is sent with the stream. */
   headers: Record<string, string>;
+  /**
+   * Every header the provider answered with, hop-by-hop ones and cookies dropped and injected
+   * credentials scrubbed (the LLM proxy relays them: request ids, rate-limit state).
+   */
+  providerHeaders: Record<string, string>;
   body: Readable;
 }
 
@@ -299,7 +305,7 @@ function pipeToAgent(
   // A stream's terminal event is written when it ends; the agent correlates it by the call's
   // execution_requested event, which every later event of the call names (requestAuditId).
   headers['x-vlt-audit-id'] = c.recorder.requestAuditId;
-  return { streamed: true, status: upstream.status, headers, body: stage };
+  return { streamed: true, status: upstream.status, headers, providerHeaders: upstream.headers, body: stage };
 }
 
 async function readCapped(body: Readable, max: number): Promise<Buffer> {

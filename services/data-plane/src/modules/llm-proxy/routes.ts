@@ -110,6 +110,11 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
         }
         if (out.kind === 'streamed') {
           const r = out.result;
+          // The provider's own headers, as on a buffered answer (SDKs read request ids and
+          // rate-limit state from them), then the stream's own over them.
+          for (const [name, value] of Object.entries(r.providerHeaders)) {
+            if (!NOT_RELAYED.has(name)) void reply.header(name, value);
+          }
           return reply.status(r.status).headers(r.headers).send(r.body);
         }
         const r = out.result;
