@@ -5,7 +5,9 @@
  *    `message_stop`), `POST /v1/messages/count_tokens`, key in `x-api-key`, `anthropic-version`
  *    required;
  *  - llm_b / llm_d (chat completions): `POST /v1/chat/completions` (JSON, or SSE `data: {chunk}`
- *    … `data: [DONE]`), `POST /v1/embeddings`, key in `Authorization: Bearer`;
+ *    … `data: [DONE]`), `POST /v1/responses` (the Responses API: JSON, or SSE
+ *    `event: response.created` … `response.completed`), `POST /v1/embeddings`, key in
+ *    `Authorization: Bearer`;
  *  - llm_c (generateContent): `POST /v1beta/models/<m>:generateContent` (and `/v1/…`),
  *    `:streamGenerateContent?alt=sse`, `:countTokens`, key in `x-goog-api-key` (or `?key=`);
  *  - the key checks the vault makes when a connection is created (`GET /v1/models`,
@@ -52,6 +54,7 @@ export type LlmEndpoint =
   | 'messages'
   | 'count_tokens'
   | 'chat'
+  | 'responses'
   | 'embeddings'
   | 'generate'
   | 'stream_generate'
@@ -176,6 +179,7 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     if (path === '/v1/messages') return 'messages';
     if (path === '/v1/messages/count_tokens') return 'count_tokens';
     if (path === '/v1/chat/completions') return 'chat';
+    if (path === '/v1/responses') return 'responses';
     if (path === '/v1/embeddings') return 'embeddings';
     // The Gemini API answers under both of its versions.
     const g = /^\/v1(?:beta)?\/models\/[^/:]+:(generateContent|streamGenerateContent|countTokens)$/.exec(
@@ -190,7 +194,7 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
   /** The provider each endpoint belongs to (chat completions: llm_b or llm_d, by key). */
   function familyOf(endpoint: LlmEndpoint, path: string): 'a' | 'openai' | 'c' | null {
     if (endpoint === 'messages' || endpoint === 'count_tokens') return 'a';
-    if (endpoint === 'chat' || endpoint === 'embeddings') return 'openai';
+    if (endpoint === 'chat' || endpoint === 'responses' || endpoint === 'embeddings') return 'openai';
     if (endpoint === 'generate' || endpoint === 'stream_generate' || endpoint === 'gemini_count_tokens')
       return 'c';
     if (endpoint === 'models') return path === '/v1beta/models' ? 'c' : null;
@@ -351,6 +355,79 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     ];
   }
 
+  /** A Responses API `Response` (`resp_mock_<n>`); its message is `msg_mock_<n>`. */
+  function responseObject(
+    n: number,
+    createdAt: number,
+    model: string,
+    status: 'in_progress' | 'completed',
+    output: unknown[],
+  ) {
+    return {
+      id: `resp_mock_${n}`,
+      object: 'response',
+      created_at: createdAt,
+      status,
+      model,
+      output,
+      // The API reports usage only once the response is done.
+      usage:
+        status === 'completed'
+          ? {
+              input_tokens: 12,
+              output_tokens: 7,
+              total_tokens: 19,
+              input_tokens_details: { cached_tokens: 0 },
+              output_tokens_details: { reasoning_tokens: 0 },
+            }
+          : null,
+      error: null,
+      incomplete_details: null,
+      instructions: null,
+      metadata: {},
+      parallel_tool_calls: true,
+      temperature: 1,
+      tool_choice: 'auto',
+      tools: [],
+      top_p: 1,
+    };
+  }
+
+  const outputText = (text: string) => ({ type: 'output_text', text, annotations: [] });
+
+  function responseMessage(n: number, status: 'in_progress' | 'completed', content: unknown[]) {
+    return { id: `msg_mock_${n}`, type: 'message', status, role: 'assistant', content };
+  }
+
+  function responsesReply(model: string) {
+    const n = ++seq;
+    const message = responseMessage(n, 'completed', [outputText(mock.reply)]);
+    return responseObject(n, now(), model, 'completed', [message]);
+  }
+
+  function responsesEvents(model: string): string[] {
+    const n = ++seq;
+    const createdAt = now();
+    const text = mock.stream.parts.join('');
+    const done = responseMessage(n, 'completed', [outputText(text)]);
+    // Where the text lives: the SDK checks every event's routing against its snapshot.
+    const at = { item_id: `msg_mock_${n}`, output_index: 0, content_index: 0 };
+    let sequence = 0;
+    const ev = (type: string, fields: Record<string, unknown>) =>
+      `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...fields })}\n\n`;
+    return [
+      ev('response.created', { response: responseObject(n, createdAt, model, 'in_progress', []) }),
+      ev('response.in_progress', { response: responseObject(n, createdAt, model, 'in_progress', []) }),
+      ev('response.output_item.added', { output_index: 0, item: responseMessage(n, 'in_progress', []) }),
+      ev('response.content_part.added', { ...at, part: outputText('') }),
+      ...mock.stream.parts.map((delta) => ev('response.output_text.delta', { ...at, delta, logprobs: [] })),
+      ev('response.output_text.done', { ...at, text, logprobs: [] }),
+      ev('response.content_part.done', { ...at, part: outputText(text) }),
+      ev('response.output_item.done', { output_index: 0, item: done }),
+      ev('response.completed', { response: responseObject(n, createdAt, model, 'completed', [done]) }),
+    ];
+  }
+
   function geminiResponse(model: string, text: string, finish: boolean) {
     return {
       candidates: [
@@ -478,6 +555,12 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
           return writeEvents(res, chatChunks(modelName));
         }
         return sendJson(res, 200, chatCompletion(modelName));
+      case 'responses':
+        if ((json as { stream?: unknown } | undefined)?.stream === true) {
+          rec.streamed = true;
+          return writeEvents(res, responsesEvents(modelName));
+        }
+        return sendJson(res, 200, responsesReply(modelName));
       case 'embeddings':
         return sendJson(res, 200, {
           object: 'list',

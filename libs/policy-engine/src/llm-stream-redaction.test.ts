@@ -194,3 +194,154 @@ describe('redaction across LLM text deltas', () => {
     expect(await throughStage('anthropic', sse, [3])).toBe(sse);
   });
 });
+
+// The Responses API (`POST /v1/responses`): typed events, text deltas per output item and part.
+type ResponsesDeltaType = 'response.output_text.delta' | 'response.reasoning_summary_text.delta';
+interface ResponsesPart {
+  type: ResponsesDeltaType;
+  outputIndex: number;
+  index: number;
+  deltas: string[];
+}
+
+/** The events a provider streams for `parts`, their deltas interleaved round-robin. */
+function responsesStream(parts: ResponsesPart[], { end = true } = {}): string {
+  let seq = 0;
+  const ev = (data: Record<string, unknown>) =>
+    `event: ${String(data.type)}\ndata: ${JSON.stringify({ ...data, sequence_number: seq++ })}\n\n`;
+  const indexField = (p: ResponsesPart) =>
+    p.type === 'response.output_text.delta' ? 'content_index' : 'summary_index';
+  let sse = ev({ type: 'response.created', response: { id: 'resp_1', status: 'in_progress', output: [] } });
+  const longest = Math.max(0, ...parts.map((p) => p.deltas.length));
+  for (let i = 0; i < longest; i++) {
+    for (const p of parts) {
+      if (i >= p.deltas.length) continue;
+      sse += ev({
+        type: p.type,
+        item_id: `item_${p.outputIndex}`,
+        output_index: p.outputIndex,
+        [indexField(p)]: p.index,
+        delta: p.deltas[i],
+        ...(p.type === 'response.output_text.delta' && { logprobs: [] }),
+      });
+    }
+  }
+  if (!end) return sse;
+  for (const p of parts) {
+    sse += ev({
+      type: p.type.replace(/\.delta$/, '.done'),
+      item_id: `item_${p.outputIndex}`,
+      output_index: p.outputIndex,
+      [indexField(p)]: p.index,
+      text: p.deltas.join(''),
+    });
+  }
+  return sse + ev({ type: 'response.completed', response: { id: 'resp_1', status: 'completed' } });
+}
+
+/**
+ * What an SDK accumulates from the deltas, per `<type>:<output>:<index>`, and what it had for
+ * each slot when that slot's `.done` event arrived.
+ */
+function responsesText(sse: string): { text: Record<string, string>; atDone: Record<string, string> } {
+  const text: Record<string, string> = {};
+  const atDone: Record<string, string> = {};
+  for (const block of sse.split('\n\n')) {
+    const line = block.split('\n').find((l) => l.startsWith('data: '));
+    if (!line) continue;
+    const e = JSON.parse(line.slice(6)) as Record<string, unknown>;
+    const type = String(e.type);
+    const slot = `${type.replace(/\.(delta|done)$/, '')}:${String(e.output_index)}:${String(e.content_index ?? e.summary_index)}`;
+    if (type.endsWith('.delta')) text[slot] = (text[slot] ?? '') + String(e.delta);
+    if (type.endsWith('.done')) atDone[slot] = text[slot] ?? '';
+  }
+  return { text, atDone };
+}
+
+describe('redaction across Responses API text deltas (OpenAI protocol)', () => {
+  const piece = fc.constantFrom(
+    'jane.doe@example.com',
+    '+1 (415) 555-2671',
+    'lorem',
+    'ipsum.',
+    'a',
+    'ünï 😀',
+  );
+  const text = fc.array(piece, { maxLength: 16 }).map((parts) => parts.join(' '));
+  const sizes = fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 6 });
+
+  it('for any deltas and chunking, each part reads as its whole text redacted, complete before its .done', async () => {
+    await fc.assert(
+      fc.asyncProperty(text, text, sizes, sizes, async (answer, summary, cuts, chunks) => {
+        const sse = responsesStream([
+          { type: 'response.output_text.delta', outputIndex: 1, index: 0, deltas: deltasOf(answer, cuts) },
+          {
+            type: 'response.reasoning_summary_text.delta',
+            outputIndex: 0,
+            index: 0,
+            deltas: deltasOf(summary, cuts),
+          },
+        ]);
+        const out = await throughStage(
+          'openai',
+          sse,
+          chunks.map((c) => c * 7),
+        );
+        const { text: got, atDone } = responsesText(out);
+        const expected = {
+          'response.output_text:1:0': redactText(answer, detectors),
+          'response.reasoning_summary_text:0:0': redactText(summary, detectors),
+        };
+        for (const [slot, value] of Object.entries(expected)) {
+          expect(got[slot] ?? '').toBe(value);
+          expect(atDone[slot]).toBe(value);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it('an address split over three deltas never appears in any delta; other events keep their bytes', async () => {
+    const sse = responsesStream([
+      {
+        type: 'response.output_text.delta',
+        outputIndex: 0,
+        index: 0,
+        deltas: ['Write to ali', 'ce@exam', 'ple.com today.'],
+      },
+    ]);
+    const out = await throughStage('openai', sse, [11]);
+    const deltas = out.split('\n\n').filter((b) => b.includes('"response.output_text.delta"'));
+    expect(deltas.join('')).not.toMatch(/ali|ce@|exam|ple\.com/);
+    expect(responsesText(out).text['response.output_text:0:0']).toBe('Write to [REDACTED_EMAIL] today.');
+    // Events other than deltas are the provider's bytes (the per-event filter before this stage
+    // redacts the whole text in `.done`); the synthetic delta carries its slot's fields.
+    const blocks = sse.split('\n\n').filter((b) => !b.includes('.delta"'));
+    for (const b of blocks) expect(out).toContain(b);
+    const synthetic = out.split('\n\n').find((b) => b.includes('"delta":"today."'));
+    expect(synthetic).toMatch(/^event: response\.output_text\.delta\n/);
+    expect(JSON.parse(synthetic!.split('data: ')[1]!)).toMatchObject({
+      item_id: 'item_0',
+      output_index: 0,
+      content_index: 0,
+      logprobs: [],
+    });
+  });
+
+  it('a stream cut before .done still sends every held character, redacted', async () => {
+    const sse = responsesStream(
+      [
+        {
+          type: 'response.output_text.delta',
+          outputIndex: 0,
+          index: 0,
+          deltas: ['mail bob@corp.exa', 'mple'],
+        },
+      ],
+      { end: false },
+    );
+    const out = await throughStage('openai', sse, [4096]);
+    expect(responsesText(out).text['response.output_text:0:0']).toBe('mail [REDACTED_EMAIL]');
+    expect(out).not.toContain('bob@');
+  });
+});

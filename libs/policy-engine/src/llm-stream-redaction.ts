@@ -3,12 +3,12 @@
  *
  * The stream filters redact each SSE event on its own, but a model emits text a few characters
  * per event: an address arrives as `alice@exa` + `mple.com`, which no single event shows. This
- * stage follows each provider's text deltas (per choice, content block or candidate), holds
- * back the tail of the text that could still become part of a match — the last word, and a run
- * of digits and separators before it (phone, card, SSN and IP shapes span spaces, dashes and
- * dots) with the word that run is glued to (`ACCT-1234`) — and emits it, redacted, in a later
- * event, or in one synthetic delta event before the text ends. The agent's SDK accumulates the
- * same text, shifted by at most MAX_HELD characters.
+ * stage follows each provider's text deltas (per choice, Responses API part (ADR 0075), content
+ * block or candidate), holds back the tail of the text that could still become part of a match
+ * — the last word, and a run of digits and separators before it (phone, card, SSN and IP shapes
+ * span spaces, dashes and dots) with the word that run is glued to (`ACCT-1234`) — and emits
+ * it, redacted, in a later event, or in one synthetic delta event before the text ends. The
+ * agent's SDK accumulates the same text, shifted by at most MAX_HELD characters.
  *
  * Bounded and linear: an event larger than MAX_EVENT_BYTES, or anything that is not one of the
  * provider's JSON events, passes unchanged (the per-event filters before this stage still
@@ -225,7 +225,101 @@ class RawFrame {
   }
 }
 
+/**
+ * The Responses API's text deltas (`POST /v1/responses`, stream: true): each kind of delta
+ * event, the event that closes its text, and the index that tells its parts apart within an
+ * output item.
+ */
+const RESPONSES_DELTAS: Record<string, { done: string; index: 'content_index' | 'summary_index' }> = {
+  'response.output_text.delta': { done: 'response.output_text.done', index: 'content_index' },
+  'response.refusal.delta': { done: 'response.refusal.done', index: 'content_index' },
+  'response.reasoning_text.delta': { done: 'response.reasoning_text.done', index: 'content_index' },
+  'response.reasoning_summary_text.delta': {
+    done: 'response.reasoning_summary_text.done',
+    index: 'summary_index',
+  },
+};
+const RESPONSES_DONE = new Map(Object.entries(RESPONSES_DELTAS).map(([delta, d]) => [d.done, delta]));
+const RESPONSES_KINDS = Object.keys(RESPONSES_DELTAS);
+/** Events after which no more text of the response follows. */
+const RESPONSES_END = new Set(['response.completed', 'response.incomplete', 'response.failed', 'error']);
+
+/** What a synthetic Responses delta needs to look like the slot's own. */
+interface ResponsesSlot {
+  type: string;
+  itemId: unknown;
+  outputIndex: number;
+  index: number;
+}
+
+const isIndex = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/**
+ * The Responses API's half of the OpenAI protocol. Its deltas are held and redacted like chat
+ * deltas (slots `r<kind>:<output>:<index>`); a slot's held rest goes out in one synthetic delta
+ * of the same kind just before the event that closes its text (its `.done`, or the end of the
+ * response). The `.done` events and the final response carry the whole text in one string,
+ * which the per-event filter before this stage redacts.
+ */
+function openAiResponses() {
+  const slots = new Map<string, ResponsesSlot>();
+  const synthetic = (slot: string, text: string, sequence: unknown): string => {
+    const m = slots.get(slot)!;
+    const data = {
+      type: m.type,
+      // The number of the event it precedes: the SDKs accumulate by type and only read it to
+      // resume a stream after a given event.
+      ...(typeof sequence === 'number' && { sequence_number: sequence }),
+      item_id: m.itemId,
+      output_index: m.outputIndex,
+      [RESPONSES_DELTAS[m.type]!.index]: m.index,
+      delta: text,
+      ...(m.type === 'response.output_text.delta' && { logprobs: [] }),
+    };
+    return `event: ${m.type}\ndata: ${JSON.stringify(data)}\n\n`;
+  };
+  const flush = (slot: string, r: DeltaRedactor, sequence: unknown): string[] => {
+    const rest = r.flush(slot);
+    const out = rest === '' ? [] : [synthetic(slot, rest, sequence)];
+    slots.delete(slot);
+    return out;
+  };
+  const finish = (r: DeltaRedactor, sequence?: unknown): string[] =>
+    [...slots.keys()].flatMap((slot) => flush(slot, r, sequence));
+  return {
+    /** The event's rewrite when it is a Responses event; undefined for anything else. */
+    rewrite(data: Json, r: DeltaRedactor): { before: string[]; changed: boolean } | undefined {
+      const type = data.type;
+      if (typeof type !== 'string' || (!type.startsWith('response.') && type !== 'error')) return undefined;
+      const kind = RESPONSES_DELTAS[type];
+      if (kind) {
+        const outputIndex = data.output_index;
+        const index = data[kind.index];
+        if (typeof data.delta !== 'string' || !isIndex(outputIndex) || !isIndex(index)) {
+          return { before: [], changed: false };
+        }
+        const slot = `r${RESPONSES_KINDS.indexOf(type)}:${outputIndex}:${index}`;
+        if (!slots.has(slot)) slots.set(slot, { type, itemId: data.item_id, outputIndex, index });
+        data.delta = r.emit(slot, data.delta);
+        return { before: [], changed: true };
+      }
+      const deltaType = RESPONSES_DONE.get(type);
+      if (deltaType) {
+        const outputIndex = data.output_index;
+        const index = data[RESPONSES_DELTAS[deltaType]!.index];
+        const slot = `r${RESPONSES_KINDS.indexOf(deltaType)}:${String(outputIndex)}:${String(index)}`;
+        return { before: slots.has(slot) ? flush(slot, r, data.sequence_number) : [], changed: false };
+      }
+      if (RESPONSES_END.has(type)) return { before: finish(r, data.sequence_number), changed: false };
+      return { before: [], changed: false };
+    },
+    finish,
+    owns: (slot: string) => slot.startsWith('r'),
+  };
+}
+
 function openAi(): Protocol {
+  const responses = openAiResponses();
   let template: Json = {};
   /** The latest event the template is taken from, when that event took the raw path. */
   let templateSource: string | null = null;
@@ -246,6 +340,8 @@ function openAi(): Protocol {
       return rewriteLiteral(block, at.from, at.to, (text) => r.emit(at.slot, text));
     },
     rewrite(_e, data, r) {
+      const asResponses = responses.rewrite(data, r);
+      if (asResponses) return asResponses;
       const choices = data.choices;
       if (!Array.isArray(choices)) return { before: [], changed: false };
       template = { id: data.id, object: data.object, created: data.created, model: data.model };
@@ -271,7 +367,8 @@ function openAi(): Protocol {
       return { before: [], changed };
     },
     finish(r) {
-      return r.slots().map((slot) => {
+      const chat = r.slots().filter((slot) => !responses.owns(slot));
+      const chunks = chat.map((slot) => {
         const index = Number(slot.slice(1));
         const chunk = {
           ...currentTemplate(),
@@ -279,6 +376,7 @@ function openAi(): Protocol {
         };
         return `data: ${JSON.stringify(chunk)}\n\n`;
       });
+      return [...responses.finish(r), ...chunks];
     },
   };
 }
