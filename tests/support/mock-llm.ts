@@ -15,7 +15,9 @@
  * Every request is recorded (path, query, headers, body, the key it carried), so tests assert
  * on what the vault really sent. A model named `mock-error-<status>` is refused by the provider
  * itself with that status, in the provider's error shape. The streamed text and its cutting are chosen per test: one SSE
- * event per entry of `stream.parts`, and a network write cut inside `stream.cutInside`.
+ * event per entry of `stream.parts`, and a network write cut inside `stream.cutInside`. With
+ * `stream.toolArgs` the streamed answer is instead one `send_mail` tool call whose JSON arguments
+ * arrive one piece per event, in each protocol's own tool-call events.
  *
  * `startLlmGateway` runs an in-process gateway with every LLM provider pointed at the mock, a
  * signed-up workspace owner and one API-key connection per provider.
@@ -93,7 +95,15 @@ export interface StreamScript {
   cutInside?: string | undefined;
   /** Pause between network writes (ms), so that each leaves on its own. Default 15. */
   gapMs?: number | undefined;
+  /**
+   * The streamed answer is one tool call named `send_mail` whose JSON arguments arrive in these
+   * pieces, one event each, instead of text (`parts` is then unused by the streams).
+   */
+  toolArgs?: string[] | undefined;
 }
+
+/** The tool the mock calls when `stream.toolArgs` is set. */
+export const MOCK_TOOL_NAME = 'send_mail';
 
 export interface MockLlm {
   /** `https://127.0.0.1:<port>`: every provider lives here. */
@@ -279,20 +289,47 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
 
   function anthropicEvents(model: string): string[] {
     const ev = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+    const start = ev('message_start', {
+      type: 'message_start',
+      message: {
+        id: `msg_mock${++seq}`,
+        type: 'message',
+        role: 'assistant',
+        model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: 12, output_tokens: 1 },
+      },
+    });
+    const toolArgs = mock.stream.toolArgs;
+    if (toolArgs) {
+      // The API opens a tool_use block with an empty input and streams the input as JSON text.
+      return [
+        start,
+        ev('content_block_start', {
+          type: 'content_block_start',
+          index: 0,
+          content_block: { type: 'tool_use', id: `toolu_mock_${++seq}`, name: MOCK_TOOL_NAME, input: {} },
+        }),
+        ...toolArgs.map((partial_json) =>
+          ev('content_block_delta', {
+            type: 'content_block_delta',
+            index: 0,
+            delta: { type: 'input_json_delta', partial_json },
+          }),
+        ),
+        ev('content_block_stop', { type: 'content_block_stop', index: 0 }),
+        ev('message_delta', {
+          type: 'message_delta',
+          delta: { stop_reason: 'tool_use', stop_sequence: null },
+          usage: { output_tokens: 7 },
+        }),
+        ev('message_stop', { type: 'message_stop' }),
+      ];
+    }
     return [
-      ev('message_start', {
-        type: 'message_start',
-        message: {
-          id: `msg_mock${++seq}`,
-          type: 'message',
-          role: 'assistant',
-          model,
-          content: [],
-          stop_reason: null,
-          stop_sequence: null,
-          usage: { input_tokens: 12, output_tokens: 1 },
-        },
-      }),
+      start,
       ev('content_block_start', {
         type: 'content_block_start',
         index: 0,
@@ -347,6 +384,29 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
         system_fingerprint: 'fp_mock',
         choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
       })}\n\n`;
+    const toolArgs = mock.stream.toolArgs;
+    if (toolArgs) {
+      // The API names the call once (id, name, empty arguments), then sends only argument text.
+      return [
+        chunk({ role: 'assistant', content: '', refusal: null }, null),
+        chunk(
+          {
+            tool_calls: [
+              {
+                index: 0,
+                id: `call_mock_${++seq}`,
+                type: 'function',
+                function: { name: MOCK_TOOL_NAME, arguments: '' },
+              },
+            ],
+          },
+          null,
+        ),
+        ...toolArgs.map((args) => chunk({ tool_calls: [{ index: 0, function: { arguments: args } }] }, null)),
+        chunk({}, 'tool_calls'),
+        'data: [DONE]\n\n',
+      ];
+    }
     return [
       chunk({ role: 'assistant', content: '', refusal: null }, null),
       ...mock.stream.parts.map((content) => chunk({ content }, null)),
@@ -405,19 +465,51 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     return responseObject(n, now(), model, 'completed', [message]);
   }
 
+  /** A Responses API function call item (`fc_mock_<n>`, call `call_mock_<n>`) to `send_mail`. */
+  function responseFunctionCall(n: number, status: 'in_progress' | 'completed', args: string) {
+    return {
+      id: `fc_mock_${n}`,
+      type: 'function_call',
+      status,
+      call_id: `call_mock_${n}`,
+      name: MOCK_TOOL_NAME,
+      arguments: args,
+    };
+  }
+
   function responsesEvents(model: string): string[] {
     const n = ++seq;
     const createdAt = now();
+    let sequence = 0;
+    const ev = (type: string, fields: Record<string, unknown>) =>
+      `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...fields })}\n\n`;
+    const opening = [
+      ev('response.created', { response: responseObject(n, createdAt, model, 'in_progress', []) }),
+      ev('response.in_progress', { response: responseObject(n, createdAt, model, 'in_progress', []) }),
+    ];
+    const toolArgs = mock.stream.toolArgs;
+    if (toolArgs) {
+      const args = toolArgs.join('');
+      const done = responseFunctionCall(n, 'completed', args);
+      const at = { item_id: `fc_mock_${n}`, output_index: 0 };
+      return [
+        ...opening,
+        ev('response.output_item.added', {
+          output_index: 0,
+          item: responseFunctionCall(n, 'in_progress', ''),
+        }),
+        ...toolArgs.map((delta) => ev('response.function_call_arguments.delta', { ...at, delta })),
+        ev('response.function_call_arguments.done', { ...at, arguments: args }),
+        ev('response.output_item.done', { output_index: 0, item: done }),
+        ev('response.completed', { response: responseObject(n, createdAt, model, 'completed', [done]) }),
+      ];
+    }
     const text = mock.stream.parts.join('');
     const done = responseMessage(n, 'completed', [outputText(text)]);
     // Where the text lives: the SDK checks every event's routing against its snapshot.
     const at = { item_id: `msg_mock_${n}`, output_index: 0, content_index: 0 };
-    let sequence = 0;
-    const ev = (type: string, fields: Record<string, unknown>) =>
-      `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...fields })}\n\n`;
     return [
-      ev('response.created', { response: responseObject(n, createdAt, model, 'in_progress', []) }),
-      ev('response.in_progress', { response: responseObject(n, createdAt, model, 'in_progress', []) }),
+      ...opening,
       ev('response.output_item.added', { output_index: 0, item: responseMessage(n, 'in_progress', []) }),
       ev('response.content_part.added', { ...at, part: outputText('') }),
       ...mock.stream.parts.map((delta) => ev('response.output_text.delta', { ...at, delta, logprobs: [] })),

@@ -189,6 +189,19 @@ describe('redaction across LLM text deltas', () => {
     expect(holdBackFrom('x'.repeat(1000))).toBe(1000 - MAX_HELD);
   });
 
+  it.each(PROTOCOLS)(
+    '%s: regression: a phone number followed by a digit run glued to it through punctuation is held whole',
+    async (protocol) => {
+      // holdBackFrom once cut between `+1 (415) ` and `555-2671,x+1`: the glued word of the
+      // trailing run reached back into the phone number, whose first half went out unredacted.
+      const text = 'Call +1 (415) 555-2671,x+1 now';
+      const out = await throughStage(protocol, providerStream(protocol, [...text]), [4096]);
+      expect(sdkText(protocol, out)).toBe(redactText(text, detectors));
+      expect(sdkText(protocol, out)).not.toContain('415');
+      expect(holdBackFrom('Call +1 (415) 555-2671,x+1 ')).toBe(4);
+    },
+  );
+
   it('passes events it does not understand, and a stream without text, unchanged', async () => {
     const sse = 'event: ping\ndata: {"type":"ping"}\n\n: comment\n\ndata: not json\n\n';
     expect(await throughStage('anthropic', sse, [3])).toBe(sse);
@@ -344,4 +357,168 @@ describe('redaction across Responses API text deltas (OpenAI protocol)', () => {
     expect(responsesText(out).text['response.output_text:0:0']).toBe('mail [REDACTED_EMAIL]');
     expect(out).not.toContain('bob@');
   });
+});
+
+// Tool calls: their JSON arguments stream in pieces too (chat `tool_calls`, Responses
+// `function_call_arguments`, Anthropic `input_json_delta`).
+type ToolProtocol = 'openai chat' | 'openai responses' | 'anthropic';
+
+/** The SSE a provider sends for one tool call (index 1, after a text part) whose arguments arrive in `pieces`. */
+function toolCallStream(protocol: ToolProtocol, pieces: string[]): string {
+  const ev = (data: unknown, event?: string) =>
+    `${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`;
+  switch (protocol) {
+    case 'openai chat': {
+      const chunk = (delta: unknown, finish: string | null = null) =>
+        ev({
+          id: 'c1',
+          object: 'chat.completion.chunk',
+          model: 'm',
+          choices: [{ index: 0, delta, finish_reason: finish }],
+        });
+      return (
+        chunk({ role: 'assistant', content: null }) +
+        chunk({
+          tool_calls: [
+            { index: 1, id: 'call_1', type: 'function', function: { name: 'send', arguments: '' } },
+          ],
+        }) +
+        pieces.map((p) => chunk({ tool_calls: [{ index: 1, function: { arguments: p } }] })).join('') +
+        chunk({}, 'tool_calls') +
+        'data: [DONE]\n\n'
+      );
+    }
+    case 'openai responses':
+      return (
+        ev(
+          {
+            type: 'response.output_item.added',
+            output_index: 1,
+            item: { id: 'fc_1', type: 'function_call', arguments: '' },
+          },
+          'response.output_item.added',
+        ) +
+        pieces
+          .map((p) =>
+            ev(
+              { type: 'response.function_call_arguments.delta', item_id: 'fc_1', output_index: 1, delta: p },
+              'response.function_call_arguments.delta',
+            ),
+          )
+          .join('') +
+        ev(
+          {
+            type: 'response.function_call_arguments.done',
+            item_id: 'fc_1',
+            output_index: 1,
+            arguments: pieces.join(''),
+          },
+          'response.function_call_arguments.done',
+        ) +
+        ev({ type: 'response.completed', response: { id: 'r1' } }, 'response.completed')
+      );
+    case 'anthropic':
+      return (
+        ev(
+          {
+            type: 'content_block_start',
+            index: 1,
+            content_block: { type: 'tool_use', id: 't1', name: 'send', input: {} },
+          },
+          'content_block_start',
+        ) +
+        pieces
+          .map((p) =>
+            ev(
+              { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: p } },
+              'content_block_delta',
+            ),
+          )
+          .join('') +
+        ev({ type: 'content_block_stop', index: 1 }, 'content_block_stop') +
+        ev({ type: 'message_stop' }, 'message_stop')
+      );
+  }
+}
+
+/** The arguments an SDK accumulates for the call, and what it had when the call closed. */
+function toolArgs(protocol: ToolProtocol, sse: string): { args: string; atClose: string | null } {
+  let args = '';
+  let atClose: string | null = null;
+  for (const block of sse.split('\n\n')) {
+    const line = block.split('\n').find((l) => l.startsWith('data: '));
+    if (!line || line === 'data: [DONE]') continue;
+    const e = JSON.parse(line.slice(6)) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    if (protocol === 'openai chat') {
+      for (const c of e.choices ?? []) {
+        for (const t of c.delta?.tool_calls ?? []) if (t.index === 1) args += t.function?.arguments ?? '';
+        if (c.finish_reason) atClose = args;
+      }
+    }
+    if (protocol === 'openai responses') {
+      if (e.type === 'response.function_call_arguments.delta') args += e.delta;
+      if (e.type === 'response.function_call_arguments.done') atClose = args;
+    }
+    if (protocol === 'anthropic') {
+      if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta')
+        args += e.delta.partial_json;
+      if (e.type === 'content_block_stop') atClose = args;
+    }
+  }
+  return { args, atClose };
+}
+
+describe('redaction across tool-call argument deltas', () => {
+  const value = fc.constantFrom(
+    'jane.doe@example.com',
+    '+1 (415) 555-2671',
+    'lorem ipsum',
+    'a "quoted" word',
+    'ünï 😀',
+    '',
+  );
+  const argsJson = fc
+    .dictionary(fc.constantFrom('to', 'cc', 'body', 'note'), value)
+    .map((o) => JSON.stringify(o));
+  const sizes = fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 6 });
+  const PROTOCOLS_WITH_TOOLS: ToolProtocol[] = ['openai chat', 'openai responses', 'anthropic'];
+
+  it.each(PROTOCOLS_WITH_TOOLS)(
+    '%s: for any arguments, pieces and chunking, the SDK reads them redacted, valid JSON, complete when the call closes',
+    async (protocol) => {
+      await fc.assert(
+        fc.asyncProperty(argsJson, sizes, sizes, async (args, cuts, chunks) => {
+          const stage = protocol === 'anthropic' ? 'anthropic' : 'openai';
+          const out = await throughStage(
+            stage,
+            toolCallStream(protocol, deltasOf(args, cuts)),
+            chunks.map((c) => c * 9),
+          );
+          const got = toolArgs(protocol, out);
+          expect(got.args).toBe(redactText(args, detectors));
+          expect(got.atClose).toBe(got.args);
+          expect(() => JSON.parse(got.args) as unknown).not.toThrow();
+        }),
+        { numRuns: 100 },
+      );
+    },
+  );
+
+  it.each(PROTOCOLS_WITH_TOOLS)(
+    '%s: an address split over three argument pieces never reaches the agent',
+    async (protocol) => {
+      const stage = protocol === 'anthropic' ? 'anthropic' : 'openai';
+      const out = await throughStage(
+        stage,
+        toolCallStream(protocol, ['{"to":"ali', 'ce@exam', 'ple.com","subject":"Hi"}']),
+        [13],
+      );
+      const deltas = out
+        .split('\n\n')
+        .filter((b) => !b.includes('function_call_arguments.done'))
+        .join('\n\n');
+      expect(deltas).not.toMatch(/ali|ce@|exam|ple\.com/);
+      expect(JSON.parse(toolArgs(protocol, out).args)).toEqual({ to: '[REDACTED_EMAIL]', subject: 'Hi' });
+    },
+  );
 });

@@ -30,15 +30,20 @@ const MAX_EVENT_BYTES = 1024 * 1024;
 export function holdBackFrom(text: string): number {
   let i = text.length;
   while (i > 0 && !isSpace(text.charCodeAt(i - 1))) i--;
-  let j = i;
-  let digits = false;
-  while (j > 0 && isNumberish(text.charCodeAt(j - 1))) {
-    if (isDigit(text.charCodeAt(j - 1))) digits = true;
-    j--;
-  }
-  if (digits) {
+  // Until what is held starts after no digit run: a run may be glued to a word that itself
+  // follows another run (`+1 (415) 555-2671","to":"+1 ` in a tool call's JSON), and cutting
+  // between them would split the phone number. Each round moves `i` back, so this is linear.
+  for (;;) {
+    let j = i;
+    let digits = false;
+    while (j > 0 && isNumberish(text.charCodeAt(j - 1))) {
+      if (isDigit(text.charCodeAt(j - 1))) digits = true;
+      j--;
+    }
+    if (!digits) break;
     // ...and the word the run is glued to: `ACCT-1234` is one match to a custom pattern.
     if (!isSpace(text.charCodeAt(j))) while (j > 0 && !isSpace(text.charCodeAt(j - 1))) j--;
+    if (j === i) break;
     i = j;
   }
   return Math.max(i, text.length - MAX_HELD);
@@ -230,8 +235,10 @@ class RawFrame {
  * event, the event that closes its text, and the index that tells its parts apart within an
  * output item.
  */
-const RESPONSES_DELTAS: Record<string, { done: string; index: 'content_index' | 'summary_index' }> = {
+const RESPONSES_DELTAS: Record<string, { done: string; index: 'content_index' | 'summary_index' | null }> = {
   'response.output_text.delta': { done: 'response.output_text.done', index: 'content_index' },
+  // A function call's JSON arguments: one part per output item.
+  'response.function_call_arguments.delta': { done: 'response.function_call_arguments.done', index: null },
   'response.refusal.delta': { done: 'response.refusal.done', index: 'content_index' },
   'response.reasoning_text.delta': { done: 'response.reasoning_text.done', index: 'content_index' },
   'response.reasoning_summary_text.delta': {
@@ -265,6 +272,7 @@ function openAiResponses() {
   const slots = new Map<string, ResponsesSlot>();
   const synthetic = (slot: string, text: string, sequence: unknown): string => {
     const m = slots.get(slot)!;
+    const indexField = RESPONSES_DELTAS[m.type]!.index;
     const data = {
       type: m.type,
       // The number of the event it precedes: the SDKs accumulate by type and only read it to
@@ -272,7 +280,7 @@ function openAiResponses() {
       ...(typeof sequence === 'number' && { sequence_number: sequence }),
       item_id: m.itemId,
       output_index: m.outputIndex,
-      [RESPONSES_DELTAS[m.type]!.index]: m.index,
+      ...(indexField && { [indexField]: m.index }),
       delta: text,
       ...(m.type === 'response.output_text.delta' && { logprobs: [] }),
     };
@@ -294,7 +302,7 @@ function openAiResponses() {
       const kind = RESPONSES_DELTAS[type];
       if (kind) {
         const outputIndex = data.output_index;
-        const index = data[kind.index];
+        const index = kind.index === null ? 0 : data[kind.index];
         if (typeof data.delta !== 'string' || !isIndex(outputIndex) || !isIndex(index)) {
           return { before: [], changed: false };
         }
@@ -306,7 +314,8 @@ function openAiResponses() {
       const deltaType = RESPONSES_DONE.get(type);
       if (deltaType) {
         const outputIndex = data.output_index;
-        const index = data[RESPONSES_DELTAS[deltaType]!.index];
+        const indexField = RESPONSES_DELTAS[deltaType]!.index;
+        const index = indexField === null ? 0 : data[indexField];
         const slot = `r${RESPONSES_KINDS.indexOf(deltaType)}:${String(outputIndex)}:${String(index)}`;
         return { before: slots.has(slot) ? flush(slot, r, data.sequence_number) : [], changed: false };
       }
@@ -316,6 +325,32 @@ function openAiResponses() {
     finish,
     owns: (slot: string) => slot.startsWith('r'),
   };
+}
+
+/**
+ * A chat choice's tool calls: each call's JSON arguments (`function.arguments`, streamed in
+ * pieces) is held and redacted as text in slot `<choice>/<call index>`. True when any changed.
+ */
+function rewriteToolCalls(choiceSlot: string, calls: unknown[], r: DeltaRedactor): boolean {
+  let changed = false;
+  for (const call of calls) {
+    if (!isObj(call) || !isIndex(call.index) || !isObj(call.function)) continue;
+    if (typeof call.function.arguments !== 'string') continue;
+    call.function.arguments = r.emit(`${choiceSlot}/${call.index}`, call.function.arguments);
+    changed = true;
+  }
+  return changed;
+}
+
+/** The held rest of a choice's tool calls, as tool-call deltas an SDK appends to each call. */
+function flushToolCalls(choiceSlot: string, r: DeltaRedactor): Json[] {
+  return r
+    .slots()
+    .filter((slot) => slot.startsWith(`${choiceSlot}/`))
+    .map((slot) => ({
+      index: Number(slot.slice(choiceSlot.length + 1)),
+      function: { arguments: r.flush(slot) },
+    }));
 }
 
 function openAi(): Protocol {
@@ -353,6 +388,9 @@ function openAi(): Protocol {
         const delta = isObj(ch.delta) ? ch.delta : null;
         const content = delta && typeof delta.content === 'string' ? delta.content : null;
         const finished = ch.finish_reason !== null && ch.finish_reason !== undefined;
+        if (delta && Array.isArray(delta.tool_calls) && rewriteToolCalls(slot, delta.tool_calls, r)) {
+          changed = true;
+        }
         if (content === null && !finished) continue;
         let out = content === null ? '' : r.emit(slot, content);
         if (finished) out += r.flush(slot);
@@ -363,17 +401,32 @@ function openAi(): Protocol {
           ch.delta = { content: out };
           changed = true;
         }
+        if (finished) {
+          const rest = flushToolCalls(slot, r);
+          if (rest.length > 0) {
+            const d = isObj(ch.delta) ? ch.delta : (ch.delta = {});
+            d.tool_calls = [...(Array.isArray(d.tool_calls) ? d.tool_calls : []), ...rest];
+            changed = true;
+          }
+        }
       }
       return { before: [], changed };
     },
     finish(r) {
-      const chat = r.slots().filter((slot) => !responses.owns(slot));
-      const chunks = chat.map((slot) => {
+      const choices = new Set(
+        r
+          .slots()
+          .filter((slot) => !responses.owns(slot))
+          .map((slot) => slot.split('/')[0]!),
+      );
+      const chunks = [...choices].map((slot) => {
         const index = Number(slot.slice(1));
-        const chunk = {
-          ...currentTemplate(),
-          choices: [{ index, delta: { content: r.flush(slot) }, finish_reason: null }],
+        const toolCalls = flushToolCalls(slot, r);
+        const delta = {
+          content: r.flush(slot),
+          ...(toolCalls.length > 0 && { tool_calls: toolCalls }),
         };
+        const chunk = { ...currentTemplate(), choices: [{ index, delta, finish_reason: null }] };
         return `data: ${JSON.stringify(chunk)}\n\n`;
       });
       return [...responses.finish(r), ...chunks];
@@ -382,8 +435,13 @@ function openAi(): Protocol {
 }
 
 function anthropic(): Protocol {
-  const synthetic = (index: number, text: string) =>
-    `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index, delta: { type: 'text_delta', text } })}\n\n`;
+  // Slot `b<index>` holds a text block's text, `j<index>` a tool_use block's JSON input.
+  const synthetic = (slot: string, text: string) => {
+    const index = Number(slot.slice(1));
+    const delta =
+      slot[0] === 'j' ? { type: 'input_json_delta', partial_json: text } : { type: 'text_delta', text };
+    return `event: content_block_delta\ndata: ${JSON.stringify({ type: 'content_block_delta', index, delta })}\n\n`;
+  };
   const frame = new RawFrame(ANTHROPIC_DELTA, 'b');
   return {
     rewriteRaw(block, r) {
@@ -399,18 +457,30 @@ function anthropic(): Protocol {
         data.delta.text = r.emit(slot, text);
         return { before: [], changed: true };
       }
+      if (
+        data.type === 'content_block_delta' &&
+        isObj(data.delta) &&
+        data.delta.type === 'input_json_delta' &&
+        typeof data.delta.partial_json === 'string'
+      ) {
+        data.delta.partial_json = r.emit(`j${index}`, data.delta.partial_json);
+        return { before: [], changed: true };
+      }
       if (data.type === 'content_block_stop') {
-        const rest = r.flush(slot);
-        return { before: rest === '' ? [] : [synthetic(index, rest)], changed: false };
+        const before = [slot, `j${index}`].flatMap((s) => {
+          const rest = r.flush(s);
+          return rest === '' ? [] : [synthetic(s, rest)];
+        });
+        return { before, changed: false };
       }
       if (data.type === 'message_delta' || data.type === 'message_stop') {
-        const before = r.slots().map((s) => synthetic(Number(s.slice(1)), r.flush(s)));
+        const before = r.slots().map((s) => synthetic(s, r.flush(s)));
         return { before, changed: false };
       }
       return { before: [], changed: false };
     },
     finish(r) {
-      return r.slots().map((s) => synthetic(Number(s.slice(1)), r.flush(s)));
+      return r.slots().map((s) => synthetic(s, r.flush(s)));
     },
   };
 }
