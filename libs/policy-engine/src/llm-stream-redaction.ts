@@ -295,10 +295,9 @@ function openAiResponses() {
   const finish = (r: DeltaRedactor, sequence?: unknown): string[] =>
     [...slots.keys()].flatMap((slot) => flush(slot, r, sequence));
   return {
-    /** The event's rewrite when it is a Responses event; undefined for anything else. */
-    rewrite(data: Json, r: DeltaRedactor): { before: string[]; changed: boolean } | undefined {
+    /** The event's rewrite (the caller has checked it is a Responses event). */
+    rewrite(data: Json & { type: string }, r: DeltaRedactor): { before: string[]; changed: boolean } {
       const type = data.type;
-      if (typeof type !== 'string' || (!type.startsWith('response.') && type !== 'error')) return undefined;
       const kind = RESPONSES_DELTAS[type];
       if (kind) {
         const outputIndex = data.output_index;
@@ -323,9 +322,14 @@ function openAiResponses() {
       return { before: [], changed: false };
     },
     finish,
-    owns: (slot: string) => slot.startsWith('r'),
   };
 }
+
+/** A Responses API event (its type names it), not a chat chunk. */
+const isResponsesEvent = (data: Json): data is Json & { type: string } =>
+  typeof data.type === 'string' && (data.type.startsWith('response.') || data.type === 'error');
+/** Slots of the Responses API's parts (`r…`), not of chat choices (`c…`). */
+const isResponsesSlot = (slot: string) => slot.startsWith('r');
 
 /**
  * A chat choice's tool calls: each call's JSON arguments (`function.arguments`, streamed in
@@ -354,7 +358,9 @@ function flushToolCalls(choiceSlot: string, r: DeltaRedactor): Json[] {
 }
 
 function openAi(): Protocol {
-  const responses = openAiResponses();
+  // Made for the first Responses event only: most streams are chat chunks, and each open
+  // stream keeps its stage's state for as long as it runs (bench/llm-proxy.ts memory).
+  let responses: ReturnType<typeof openAiResponses> | null = null;
   let template: Json = {};
   /** The latest event the template is taken from, when that event took the raw path. */
   let templateSource: string | null = null;
@@ -375,8 +381,7 @@ function openAi(): Protocol {
       return rewriteLiteral(block, at.from, at.to, (text) => r.emit(at.slot, text));
     },
     rewrite(_e, data, r) {
-      const asResponses = responses.rewrite(data, r);
-      if (asResponses) return asResponses;
+      if (isResponsesEvent(data)) return (responses ??= openAiResponses()).rewrite(data, r);
       const choices = data.choices;
       if (!Array.isArray(choices)) return { before: [], changed: false };
       template = { id: data.id, object: data.object, created: data.created, model: data.model };
@@ -416,7 +421,7 @@ function openAi(): Protocol {
       const choices = new Set(
         r
           .slots()
-          .filter((slot) => !responses.owns(slot))
+          .filter((slot) => !isResponsesSlot(slot))
           .map((slot) => slot.split('/')[0]!),
       );
       const chunks = [...choices].map((slot) => {
@@ -429,7 +434,7 @@ function openAi(): Protocol {
         const chunk = { ...currentTemplate(), choices: [{ index, delta, finish_reason: null }] };
         return `data: ${JSON.stringify(chunk)}\n\n`;
       });
-      return [...responses.finish(r), ...chunks];
+      return [...(responses?.finish(r) ?? []), ...chunks];
     },
   };
 }
