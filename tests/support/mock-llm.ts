@@ -302,55 +302,35 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
         usage: { input_tokens: 12, output_tokens: 1 },
       },
     });
-    const toolArgs = mock.stream.toolArgs;
-    if (toolArgs) {
-      // The API opens a tool_use block with an empty input and streams the input as JSON text.
-      return [
-        start,
-        ev('content_block_start', {
-          type: 'content_block_start',
-          index: 0,
-          content_block: { type: 'tool_use', id: `toolu_mock_${++seq}`, name: MOCK_TOOL_NAME, input: {} },
-        }),
-        ...toolArgs.map((partial_json) =>
-          ev('content_block_delta', {
-            type: 'content_block_delta',
-            index: 0,
-            delta: { type: 'input_json_delta', partial_json },
-          }),
-        ),
-        ev('content_block_stop', { type: 'content_block_stop', index: 0 }),
-        ev('message_delta', {
-          type: 'message_delta',
-          delta: { stop_reason: 'tool_use', stop_sequence: null },
-          usage: { output_tokens: 7 },
-        }),
-        ev('message_stop', { type: 'message_stop' }),
-      ];
-    }
-    return [
+    /** One content block from start to stop (`extra` right after its start), then the message's end. */
+    const oneBlock = (contentBlock: unknown, deltas: unknown[], stopReason: string, extra: string[] = []) => [
       start,
-      ev('content_block_start', {
-        type: 'content_block_start',
-        index: 0,
-        content_block: { type: 'text', text: '' },
-      }),
-      ev('ping', { type: 'ping' }),
-      ...mock.stream.parts.map((text) =>
-        ev('content_block_delta', {
-          type: 'content_block_delta',
-          index: 0,
-          delta: { type: 'text_delta', text },
-        }),
-      ),
+      ev('content_block_start', { type: 'content_block_start', index: 0, content_block: contentBlock }),
+      ...extra,
+      ...deltas.map((delta) => ev('content_block_delta', { type: 'content_block_delta', index: 0, delta })),
       ev('content_block_stop', { type: 'content_block_stop', index: 0 }),
       ev('message_delta', {
         type: 'message_delta',
-        delta: { stop_reason: 'end_turn', stop_sequence: null },
+        delta: { stop_reason: stopReason, stop_sequence: null },
         usage: { output_tokens: 7 },
       }),
       ev('message_stop', { type: 'message_stop' }),
     ];
+    const toolArgs = mock.stream.toolArgs;
+    if (toolArgs) {
+      // The API opens a tool_use block with an empty input and streams the input as JSON text.
+      return oneBlock(
+        { type: 'tool_use', id: `toolu_mock_${++seq}`, name: MOCK_TOOL_NAME, input: {} },
+        toolArgs.map((partial_json) => ({ type: 'input_json_delta', partial_json })),
+        'tool_use',
+      );
+    }
+    return oneBlock(
+      { type: 'text', text: '' },
+      mock.stream.parts.map((text) => ({ type: 'text_delta', text })),
+      'end_turn',
+      [ev('ping', { type: 'ping' })],
+    );
   }
 
   function chatCompletion(model: string) {
