@@ -187,6 +187,32 @@ describe('the raw path of LLM stream redaction', () => {
     expect(await run('openai', event, [4096], false)).toContain('"created":1.5,');
   });
 
+  it('text still held at [DONE] goes out in a chunk with the stream id, model and created of its frame', async () => {
+    // No finishing chunk: the held tail is sent in a synthetic chunk built from the frame.
+    const member = [
+      '"id":"chatcmpl-7"',
+      '"object":"chat.completion.chunk"',
+      '"created":1717495200',
+      '"model":"m-1"',
+    ];
+    const sse =
+      openAiEvent(member, 4, 0, 'mail to bob@corp.exa', 0) +
+      openAiEvent(member, 4, 0, 'mple', 0) +
+      'data: [DONE]\n\n';
+    for (const sizes of [[4096], [9]]) {
+      const raw = await run('openai', sse, sizes, true);
+      expect(parsedEvents(raw)).toEqual(parsedEvents(await run('openai', sse, sizes, false)));
+      const last = parsedEvents(raw).at(-2)!.data as Record<string, unknown>;
+      expect(last).toMatchObject({
+        id: 'chatcmpl-7',
+        object: 'chat.completion.chunk',
+        created: 1717495200,
+        model: 'm-1',
+      });
+      expect(raw).not.toContain('bob@');
+    }
+  });
+
   it('redacts an address split across raw-path deltas, and across escapes', async () => {
     const sse =
       openAiEvent(['"id":"c"'], 1, 0, 'mail ali', 0) +

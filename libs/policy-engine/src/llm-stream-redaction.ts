@@ -223,11 +223,24 @@ class RawFrame {
     if (!m) return undefined;
     const start = m[1]!.length;
     const end = start + m[3]!.length;
-    this.prefix = block.slice(0, start);
-    this.suffix = block.slice(end);
+    this.prefix = detached(block.slice(0, start));
+    this.suffix = detached(block.slice(end));
     this.slot = `${this.slotPrefix}${m[2]!}`;
     return { from: start, to: end, slot: this.slot };
   }
+
+  /** An event of the frame (with an empty delta), once one has matched. */
+  sample(): string {
+    return `${this.prefix}""${this.suffix}`;
+  }
+}
+
+/**
+ * A copy of `s` that does not keep the string it was cut from alive: V8 makes a slice a view
+ * of its parent, here the whole decoded chunk, for as long as a stream's stage holds it.
+ */
+function detached(s: string): string {
+  return JSON.parse(JSON.stringify(s)) as string;
 }
 
 /**
@@ -362,13 +375,16 @@ function openAi(): Protocol {
   // stream keeps its stage's state for as long as it runs (bench/llm-proxy.ts memory).
   let responses: ReturnType<typeof openAiResponses> | null = null;
   let template: Json = {};
-  /** The latest event the template is taken from, when that event took the raw path. */
-  let templateSource: string | null = null;
+  /**
+   * Whether the latest chunk took the raw path: its id, object, created and model are then
+   * those of the frame's text (every event of a frame has the same), read only if needed.
+   */
+  let templateInFrame = false;
   const currentTemplate = (): Json => {
-    if (templateSource !== null) {
-      const data = JSON.parse(templateSource.slice('data: '.length)) as Json;
+    if (templateInFrame) {
+      const data = JSON.parse(frame.sample().slice('data: '.length)) as Json;
       template = { id: data.id, object: data.object, created: data.created, model: data.model };
-      templateSource = null;
+      templateInFrame = false;
     }
     return template;
   };
@@ -377,7 +393,7 @@ function openAi(): Protocol {
     rewriteRaw(block, r) {
       const at = frame.locate(block);
       if (!at) return undefined;
-      templateSource = block;
+      templateInFrame = true;
       return rewriteLiteral(block, at.from, at.to, (text) => r.emit(at.slot, text));
     },
     rewrite(_e, data, r) {
@@ -385,7 +401,7 @@ function openAi(): Protocol {
       const choices = data.choices;
       if (!Array.isArray(choices)) return { before: [], changed: false };
       template = { id: data.id, object: data.object, created: data.created, model: data.model };
-      templateSource = null;
+      templateInFrame = false;
       let changed = false;
       for (const ch of choices) {
         if (!isObj(ch)) continue;
