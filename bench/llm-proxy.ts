@@ -4,7 +4,7 @@
  * `ALL /v1/vault/llm/llm_b/<rest>` on the real all-in-one gateway (its own process, this file
  * with `--role=gateway`: `startAllInOne` as tests/support/in-process-gateway.ts runs it, on a
  * throw-away PostgreSQL database when DATABASE_URL or 127.0.0.1:5432 answers, PGlite otherwise;
- * NATS when NATS_URL answers, the in-process bus otherwise), trusting the test CA through
+ * NATS when NATS_URL, or 127.0.0.1:4222 without it, answers; the in-process bus otherwise), trusting the test CA through
  * NODE_EXTRA_CA_CERTS as a deployment would (not the `upstreamCa` test seam: its per-connection
  * `ca` list of every root certificate builds a TLS context for each new provider connection,
  * tens of milliseconds of CPU that production does not pay). The agent speaks plain HTTP with
@@ -50,7 +50,11 @@
  *      malloc had no free pages left, so it is printed, not judged: the verdicts read the peak
  *      of heap used + external (what the process needed at worst, garbage included) and, apart,
  *      what stays live per open stream after a GC (what each stream holds).
- *   2. time to first byte (first body chunk, c=1, warm connections): direct vs bare vs proxy.
+ *   2. time to first byte (first body chunk, c=1, warm connections): direct vs bare vs proxy;
+ *      on NATS also, in the same rounds, a JetStream publish of an `execution_requested` on its
+ *      own, acked. A call waits for that ack before its provider is called, so with the hop
+ *      itself (bare) it is a floor under the proxy's added TTFB that code cannot remove; the
+ *      verdict line prints that floor and the proxy's own time over it.
  *   3. throughput at c=1 and c=4 on bench-pii and bench-clean: responses/s of bare, proxy
  *      without rules, proxy with e-mail redaction (the same provider bytes per response, so the
  *      ratio is the input-throughput ratio), and the proxying process's CPU per response.
@@ -74,7 +78,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Pool, request } from 'undici';
 import { openBenchHarness, procCpuSeconds } from './harness.js';
-import { reachable } from './support.js';
+import { openJetStreamProbe, reachable } from './support.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
 const HARD_LIMIT_MS = 120_000;
@@ -500,6 +504,12 @@ async function main(): Promise<number> {
         await purgeNatsPrefix({ servers: nats.split(','), prefix });
       });
     }
+    // On NATS every call waits for JetStream to store its `execution_requested` before the
+    // provider is called: measured on its own in the same rounds, it is a floor under the TTFB.
+    const jetStream = nats
+      ? await openJetStreamProbe(nats, `benchack${randomBytes(4).toString('hex')}`)
+      : null;
+    if (jetStream) h.afterServicesStop(() => jetStream.close());
 
     const llmKey = `sk-proj-${randomBytes(20).toString('hex')}`;
     const [upstream, mock] = await Promise.all([
@@ -775,6 +785,7 @@ async function main(): Promise<number> {
       }
     }
     const ttfb = new Map<RouteKey, number[]>(ttfbKeys.map((k) => [k, []]));
+    const jetStreamAck: number[] = [];
     const ttfbStart = performance.now();
     let ttfbRounds = 0;
     for (; ttfbRounds < TTFB_SAMPLES && performance.now() - ttfbStart < TTFB_BUDGET_MS; ttfbRounds++) {
@@ -784,6 +795,7 @@ async function main(): Promise<number> {
         if (r.ok) ttfb.get(k)!.push(r.firstMs);
         else note(`ttfb ${routes[k].label}`, r);
       }
+      if (jetStream) jetStreamAck.push(await jetStream.publishMs());
     }
 
     // ---- 3. Throughput, interleaved rounds.
@@ -925,6 +937,14 @@ async function main(): Promise<number> {
       );
     }
 
+    if (jetStreamAck.length > 0) {
+      const xs = [...jetStreamAck].sort((a, b) => a - b);
+      console.log(
+        `${'JetStream publish, acked'.padEnd(30)} ${String(xs.length).padStart(5)} ${fmt(quantile(xs, 0.5)).padStart(8)} ${fmt(quantile(xs, 0.99)).padStart(8)} ${fmt(xs.reduce((a, b) => a + b, 0) / xs.length).padStart(8)}` +
+          '  (the durable record each call waits for before the provider is called)',
+      );
+    }
+
     console.log(`\n3. Streaming throughput, ${rounds} interleaved rounds of ${ROUND_MS} ms per cell`);
     console.log(
       'stream  mode                      conc  responses   resp/s    MB/s  errors  proxy CPU ms/resp   vs bare (min–max per round)',
@@ -959,6 +979,7 @@ async function main(): Promise<number> {
     console.log('\nTargets (reported, never enforced):');
     const t = {
       direct: stats('direct'),
+      bare: stats('bare'),
       none: stats('none'),
       mockDirect: stats('mockDirect'),
       mockProxy: stats('mockProxy'),
@@ -969,6 +990,22 @@ async function main(): Promise<number> {
       `  TTFB p50 added by the proxy ≤ +${TARGET.ttfbP50Ms} ms: bench provider +${fmt(added)} ms → ${verdict(added <= TARGET.ttfbP50Ms)}; ` +
         `test mock +${fmt(addedMock)} ms → ${verdict(addedMock <= TARGET.ttfbP50Ms)} (p99 +${fmt(t.none.p99 - t.direct.p99)} / +${fmt(t.mockProxy.p99 - t.mockDirect.p99)} ms)`,
     );
+    {
+      // What no proxy can avoid, measured in the same rounds: the hop itself (the bare
+      // passthrough) and, on NATS, the durable record before the provider call.
+      const hop = t.bare.p50 - t.direct.p50;
+      const ack = jetStreamAck.length
+        ? quantile(
+            [...jetStreamAck].sort((a, b) => a - b),
+            0.5,
+          )
+        : 0;
+      console.log(
+        `    floor: the hop alone (bare passthrough) +${fmt(hop)} ms` +
+          (ack ? `, plus the JetStream ack ${fmt(ack)} ms = +${fmt(hop + ack)} ms` : '') +
+          `; the proxy's own time over that floor: +${fmt(added - hop - ack)} ms`,
+      );
+    }
     const tpTarget = (label: string, mode: TpMode, kindsFor: BulkKind[], target: number) => {
       const parts = CONCURRENCY.flatMap((c) =>
         kindsFor.map((kind) => {

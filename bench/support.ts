@@ -107,3 +107,46 @@ export async function startBenchGateway(
     },
   };
 }
+
+/**
+ * The durable record every brokered call waits for before its provider is called, measured on
+ * its own: one `execution_requested`-sized event published through the project's NATS bus (the
+ * data plane's code path, same stream settings) and acked by JetStream, on a stream of its own
+ * (prefix `<prefix>`) that nothing consumes. A bench prints it beside its latency rows, so a
+ * target on added latency is read against this floor, measured in the same run.
+ */
+export async function openJetStreamProbe(
+  servers: string,
+  prefix: string,
+): Promise<{ publishMs(): Promise<number>; close(): Promise<void> }> {
+  const { busNames, createNatsBus, purgeNatsPrefix } = await import('@vlt/bus');
+  const names = busNames(prefix);
+  const list = servers.split(',').map((s) => s.trim());
+  const bus = await createNatsBus({ servers: list, names, name: 'bench-jetstream-probe' });
+  const subject = names.eventSubject('execution', 'execution_requested');
+  const event = {
+    v: 1,
+    action: 'execution_requested',
+    timestamp: new Date().toISOString(),
+    actor: `agent:${randomBytes(16).toString('hex')}`,
+    decision: 'allowed',
+    metadata: {
+      model: 'B',
+      method: 'POST',
+      provider: 'llm_b',
+      url: 'https://api.example.test/v1/chat/completions',
+    },
+  };
+  return {
+    async publishMs() {
+      const msgId = randomBytes(16).toString('hex');
+      const t0 = performance.now();
+      await bus.publish(subject, { ...event, auditId: msgId }, { msgId });
+      return performance.now() - t0;
+    },
+    async close() {
+      await bus.close();
+      await purgeNatsPrefix({ servers: list, prefix });
+    },
+  };
+}
