@@ -44,6 +44,7 @@ export async function createControlPlaneRuntime(opts: {
   await bindDatabaseToBus(sql, config.natsPrefix);
   const outbox = createOutboxRelay({
     prisma,
+    sql,
     bus,
     logger,
     exclusivity: opts.embeddedDatabase ? 'single-process' : 'advisory-lock',

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { runInTraceContext, withTraceContext, type Bus, type BusNames, type Headers } from '@vlt/bus';
 import { eventCategory, type AuditEventMessage } from '@vlt/contracts';
-import type { Prisma, PrismaClient } from '@vlt/db';
+import type { Prisma, PrismaClient, Sql } from '@vlt/db';
 import type { FastifyBaseLogger } from 'fastify';
 
 export type OutboxItem =
@@ -68,6 +68,11 @@ const BATCH = 200;
 
 export function createOutboxRelay(deps: {
   prisma: PrismaClient;
+  /**
+   * Raw statements, for the relay's look before each batch: whether any row waits. Without it
+   * every look is the full batch transaction through Prisma.
+   */
+  sql?: Sql;
   bus: Bus;
   logger: FastifyBaseLogger;
   intervalMs?: number;
@@ -141,10 +146,23 @@ export function createOutboxRelay(deps: {
     );
   }
 
+  /**
+   * Whether any row waits: one statement on the partial index. The relay looks twice a second
+   * on every replica, and nearly always finds nothing; through Prisma's interactive
+   * transaction (four statements and the ORM's own work) each idle look cost the control plane
+   * milliseconds of CPU (ADR 0078).
+   */
+  async function anyPending(): Promise<boolean> {
+    if (!deps.sql) return true;
+    const rows = await deps.sql<{ pending: boolean }>`
+      SELECT EXISTS (SELECT 1 FROM outbox_events WHERE published_at IS NULL) AS pending`;
+    return rows[0]?.pending === true;
+  }
+
   async function drain(): Promise<void> {
     do {
       again = false;
-      while (!stopped && (await publishBatch())) {
+      while (!stopped && (await anyPending()) && (await publishBatch())) {
         /* keep going while full batches go out */
       }
     } while (again && !stopped);
