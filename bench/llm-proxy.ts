@@ -4,12 +4,12 @@
  * `ALL /v1/vault/llm/llm_b/<rest>` on the real all-in-one gateway (its own process, this file
  * with `--role=gateway`: `startAllInOne` as tests/support/in-process-gateway.ts runs it, on a
  * throw-away PostgreSQL database when DATABASE_URL or 127.0.0.1:5432 answers, PGlite otherwise;
- * NATS when NATS_URL, or 127.0.0.1:4222 without it, answers; the in-process bus otherwise), trusting the test CA through
- * NODE_EXTRA_CA_CERTS as a deployment would (not the `upstreamCa` test seam: its per-connection
- * `ca` list of every root certificate builds a TLS context for each new provider connection,
- * tens of milliseconds of CPU that production does not pay). The agent speaks plain HTTP with
- * undici (not an SDK, so the client is not what is measured): `POST …/v1/chat/completions`
- * with `"stream": true`, OpenAI style.
+ * NATS when NATS_URL, or 127.0.0.1:4222 without it, answers; the in-process bus otherwise),
+ * trusting the test CA through NODE_EXTRA_CA_CERTS as a deployment would (not the `upstreamCa`
+ * test seam: its per-connection `ca` list of every root certificate builds a TLS context for
+ * each new provider connection, tens of milliseconds of CPU that production does not pay). The
+ * agent speaks plain HTTP with undici (not an SDK, so the client is not what is measured):
+ * `POST …/v1/chat/completions` with `"stream": true`, OpenAI style.
  *
  * `VLT_LLM_B_API_URL` points at this file's `--role=upstream`, a small HTTPS provider on the
  * test PKI (the mock of tests/support/mock-llm.ts sleeps between writes, so it cannot stream
