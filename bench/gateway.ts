@@ -17,11 +17,14 @@
  * Targets (the performance issue): ≤ 1 ms added p50 and ≤ 2 ms added p99 at concurrency 1;
  * throughput at saturation ≥ 0.85 × passthrough (all-in-one) or ≥ 0.5 × (split); CPU per call
  * of the vault's processes ≤ 2 × the bare proxy's. This prints; it never fails on numbers.
+ * CPU per call is also given process by process, and for each process's main thread alone: one
+ * event loop serves at most one call per main-thread CPU time of a call, so the ratio of the
+ * gateway's main thread to the bare proxy's bounds the throughput ratio at saturation.
  */
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Agent, Pool, request } from 'undici';
-import { openBenchHarness, procCpuSeconds } from './harness.js';
+import { mainThreadCpuSeconds, openBenchHarness, procCpuSeconds } from './harness.js';
 import { openJetStreamProbe } from './support.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
@@ -310,7 +313,14 @@ async function main() {
     const byProcessCpu = new Map<string, Map<string, number>>();
     const processCpu = async () =>
       new Map(
-        await Promise.all(group.processes.map(async (p) => [p.label, await procCpuSeconds(p.pid)] as const)),
+        (
+          await Promise.all(
+            group.processes.map(async (p) => [
+              [p.label, await procCpuSeconds(p.pid)] as const,
+              [`${p.label} main thread`, await mainThreadCpuSeconds(p.pid)] as const,
+            ]),
+          )
+        ).flat(),
       );
     const cpuSeconds = async () => {
       let total = 0;
@@ -318,6 +328,7 @@ async function main() {
       return total;
     };
     const passthroughCpu = () => procCpuSeconds(passthrough.child.pid);
+    const passMainCpu = new Map<string, number>();
     const results = new Map<string, Sample>();
     const jetStreamAck: number[] = [];
     for (const concurrency of [1, SATURATION]) {
@@ -327,6 +338,7 @@ async function main() {
           const sample = results.get(key) ?? { latenciesNs: [], ok: 0, errors: 0, elapsedMs: 0 };
           results.set(key, sample);
           const [cpu0, pass0, each0] = [await cpuSeconds(), await passthroughCpu(), await processCpu()];
+          const passMain0 = await mainThreadCpuSeconds(passthrough.child.pid);
           await round(t, concurrency, ROUND_MS, sample);
           aioCpu.set(key, (aioCpu.get(key) ?? 0) + (await cpuSeconds()) - cpu0);
           if (t.mode === 'gateway') {
@@ -337,6 +349,8 @@ async function main() {
             }
           }
           passCpu.set(key, (passCpu.get(key) ?? 0) + (await passthroughCpu()) - pass0);
+          const passMain = (await mainThreadCpuSeconds(passthrough.child.pid)) - passMain0;
+          passMainCpu.set(key, (passMainCpu.get(key) ?? 0) + passMain);
           if (jetStream && concurrency === 1 && t.mode === 'gateway') {
             for (const end = performance.now() + ROUND_MS / 5; performance.now() < end;) {
               jetStreamAck.push(await jetStream.publishMs());
@@ -381,7 +395,10 @@ async function main() {
       const parts = [...(byProcessCpu.get(`gateway@${c}`) ?? [])].map(
         ([label, s]) => `${label} ${fmt((s * 1000) / calls, 3)}`,
       );
-      console.log(`gateway CPU ms/call by process at c=${c}: ${parts.join(', ')}`);
+      const passMain = (1000 * (passMainCpu.get(`passthrough@${c}`) ?? NaN)) / get('passthrough', c).requests;
+      console.log(
+        `gateway CPU ms/call by process at c=${c}: ${parts.join(', ')} (passthrough main thread ${fmt(passMain, 3)})`,
+      );
     }
     const g1 = get('gateway', 1);
     const gS = get('gateway', SATURATION);

@@ -91,8 +91,20 @@ export async function openBenchHarness(name: string, hardLimitMs: number): Promi
 
 /** utime + stime of a process, in seconds (0 when it cannot be read). */
 export async function procCpuSeconds(pid: number | undefined): Promise<number> {
-  if (!pid) return 0;
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  return pid ? statCpuSeconds(`/proc/${pid}/stat`) : 0;
+}
+
+/**
+ * CPU seconds of a process's main thread alone (its event loop; not the worker threads such
+ * as the embedded database, nor GC helpers or the libuv pool). One event loop at saturation
+ * serves at most one call per main-thread CPU time of a call.
+ */
+export async function mainThreadCpuSeconds(pid: number | undefined): Promise<number> {
+  return pid ? statCpuSeconds(`/proc/${pid}/task/${pid}/stat`) : 0;
+}
+
+async function statCpuSeconds(file: string): Promise<number> {
+  const stat = await readFile(file, 'utf8').catch(() => '');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return fields.length > 12 ? (Number(fields[11]) + Number(fields[12])) / 100 : 0;
 }
