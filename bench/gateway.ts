@@ -164,16 +164,19 @@ async function main() {
       BENCH_BASIC: BASIC,
       NODE_EXTRA_CA_CERTS: pki.caPath,
     });
-    const upstreamBase = `https://127.0.0.1:${upstream.port}`;
+    // A host name, as providers have: the data plane resolves it for its SSRF check (ADR 0079).
+    const upstreamBase = `https://localhost:${upstream.port}`;
 
     const port = await freePort();
     const publicBaseUrl = `http://127.0.0.1:${port}`;
     const common = {
       HOST: '127.0.0.1',
       PUBLIC_BASE_URL: publicBaseUrl,
-      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32',
+      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32,::1/128',
       NODE_EXTRA_CA_CERTS: pki.caPath,
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+      // Set to compare: 0 resolves the provider's name on every call.
+      ...(process.env.VLT_DNS_CACHE_MS && { VLT_DNS_CACHE_MS: process.env.VLT_DNS_CACHE_MS }),
     };
     const masterKey = randomBytes(32).toString('base64');
     let adminBase: string;

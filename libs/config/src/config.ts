@@ -82,6 +82,8 @@ const dataPlaneShape = {
   VLT_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
   /** Most provider calls a process keeps open at once to one origin; one more is answered 503. */
   VLT_UPSTREAM_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(65_536).default(1024),
+  /** How long a provider host name's DNS answer is reused, milliseconds; 0 resolves every call. */
+  VLT_DNS_CACHE_MS: z.coerce.number().int().min(0).max(300_000).default(10_000),
   /** How long fetched provider credentials stay cached in a data-plane pod. */
   VLT_CREDENTIAL_CACHE_MS: z.coerce.number().int().min(0).max(600_000).default(30_000),
   /**
@@ -153,6 +155,7 @@ export interface DataPlaneSettings extends CommonConfig {
   upstreamStreamDeadlineMs: number;
   /** Most provider calls open at once to one origin, per process. */
   upstreamMaxConnections: number;
+  dnsCacheMs: number;
   /** LLM proxy calls: headers, idle and buffered-call limit (VLT_LLM_TIMEOUT_MS). */
   llmTimeoutMs: number;
   credentialCacheMs: number;
@@ -288,6 +291,7 @@ export function loadConfig<S extends ServiceName>(
     upstreamDeadlineMs: raw.VLT_UPSTREAM_DEADLINE_MS,
     upstreamStreamDeadlineMs: raw.VLT_UPSTREAM_STREAM_DEADLINE_MS,
     upstreamMaxConnections: raw.VLT_UPSTREAM_MAX_CONNECTIONS,
+    dnsCacheMs: raw.VLT_DNS_CACHE_MS,
     llmTimeoutMs: raw.VLT_LLM_TIMEOUT_MS,
     credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS,
     credentialStaleMs: raw.VLT_CREDENTIAL_STALE_MS,

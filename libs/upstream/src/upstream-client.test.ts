@@ -25,6 +25,11 @@ beforeAll(async () => {
       return res.end('x'.repeat(64 * 1024));
     }
     if (req.url === '/slow') return; // never answers
+    if (req.url === '/close') {
+      // Every call on a new connection, so every call goes through the connect-time check.
+      res.writeHead(200, { 'content-type': 'text/plain', connection: 'close' });
+      return res.end('closed');
+    }
     if (req.url === '/late') {
       // Answers once it has thought for two seconds.
       setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('late'), 2_000);
@@ -99,6 +104,30 @@ describe('upstream client', () => {
     expect(
       await kind(c.request({ url: new URL(`https://localhost:${port}/ok`), method: 'GET', headers: {} })),
     ).toBe('ssrf_blocked');
+    expect(seen.length).toBe(before);
+    await c.close();
+  });
+
+  it('with DNS answers cached, a name that turns private is refused at connect once its answer expires', async () => {
+    let answer = ['127.0.0.1'];
+    const c = createUpstreamClient({
+      ssrfAllowCidrs: ['127.0.0.1/32'],
+      timeoutMs: 5_000,
+      resolver: async () => answer,
+      extraCa: [pki.caPem],
+      dnsCacheMs: 300,
+    });
+    const call = () =>
+      kind(c.request({ url: new URL(`https://localhost:${port}/close`), method: 'GET', headers: {} }));
+    expect(await call()).toBe('ok');
+    answer = ['10.0.0.7']; // the name rebinds to a private address
+    // Within its age the decision and the connection both see the address that was vetted.
+    expect(await c.resolve('localhost')).toEqual(['127.0.0.1']);
+    expect(await call()).toBe('ok');
+    await new Promise((r) => setTimeout(r, 350));
+    expect(await c.resolve('localhost')).toEqual(['10.0.0.7']);
+    const before = seen.length;
+    expect(await call()).toBe('ssrf_blocked');
     expect(seen.length).toBe(before);
     await c.close();
   });

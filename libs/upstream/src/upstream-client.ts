@@ -19,6 +19,7 @@ import zlib from 'node:zlib';
 import type { LookupFunction } from 'node:net';
 import { Agent, errors as undiciErrors, request } from 'undici';
 import { isBlockedAddress } from '@vlt/policy-engine';
+import { cachedResolver } from './dns-cache.js';
 import {
   compileSecretForms,
   createSecretScrubber,
@@ -95,6 +96,8 @@ export interface UpstreamClientOptions {
   maxConnectionsPerOrigin?: number;
   /** Test seam: where names are resolved. */
   resolver?: (host: string) => Promise<string[]>;
+  /** How long a host name's answer is reused, milliseconds (ADR 0079); 0 or unset: never. */
+  dnsCacheMs?: number;
   /** CAs trusted in addition to the system's (processes use NODE_EXTRA_CA_CERTS instead). */
   extraCa?: string[];
 }
@@ -172,7 +175,7 @@ export function flattenResponseHeaders(
 }
 
 export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClient {
-  const resolve = opts.resolver ?? systemResolve;
+  const resolve = cachedResolver(opts.resolver ?? systemResolve, { maxAgeMs: opts.dnsCacheMs ?? 0 });
 
   const guardedLookup: LookupFunction = (hostname, options, callback) => {
     resolve(hostname).then(

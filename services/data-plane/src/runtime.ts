@@ -43,6 +43,7 @@ export async function createDataPlaneRuntime(opts: {
     deadlineMs: config.upstreamDeadlineMs,
     streamDeadlineMs: config.upstreamStreamDeadlineMs,
     maxConnectionsPerOrigin: config.upstreamMaxConnections,
+    dnsCacheMs: config.dnsCacheMs,
     ...(opts.upstreamCa && { extraCa: opts.upstreamCa }),
   });
   const responseFilterPool = createResponseFilterPool();
