@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { createDatabaseClients, type PrismaClient, type Sql } from '@vlt/db';
 import type { AuditEventMessage } from '@vlt/contracts';
 import type { StreamMessage } from '@vlt/bus';
 import { uuidv7 } from '@vlt/service-kit';
 import { realServices } from '@vlt/test-support/services.js';
-import { auditHandler, storeAuditEvent } from '../src/audit-writer.js';
+import { AUDIT_IN_FLIGHT, auditHandler, storeAuditEvent } from '../src/audit-writer.js';
 
 const event = (over: Partial<AuditEventMessage> = {}): AuditEventMessage => ({
   v: 1,
@@ -129,3 +129,71 @@ describe.skipIf(!realServices.hasPostgres())(
     });
   },
 );
+
+/** A database that stores every row it is sent and records each statement's audit ids. */
+function recordingSql() {
+  const statements: string[][] = [];
+  const sql = ((_strings: TemplateStringsArray, ...values: unknown[]) => {
+    const auditIds = values[1] as string[];
+    statements.push(auditIds);
+    return Promise.resolve(auditIds.map((id) => ({ audit_id: id })));
+  }) as unknown as Sql;
+  return { sql, statements };
+}
+
+/** Which of the promises have settled, without waiting for the others. */
+async function settled(ps: Promise<unknown>[]): Promise<number> {
+  let n = 0;
+  ps.forEach((p) => void p.then(() => n++));
+  await vi.advanceTimersByTimeAsync(0);
+  return n;
+}
+
+describe('audit batching (a recording database, fake timers)', () => {
+  /** A handler over a fresh recording database, with the window's timer under the test's control. */
+  function batchingHandler() {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const db = recordingSql();
+    return { db, handler: auditHandler({ sql: db.sql, logger: pino({ level: 'silent' }) }) };
+  }
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('stores a batch as soon as it holds every event the bus lets be in flight, without waiting for the window', async () => {
+    const { db, handler } = batchingHandler();
+
+    const full = Array.from({ length: AUDIT_IN_FLIGHT }, () => event());
+    const acks = full.map((e) => handler(msg(e)));
+    expect(await settled(acks)).toBe(AUDIT_IN_FLIGHT); // no timer advanced
+    expect(await Promise.all(acks)).toEqual(full.map(() => ({ type: 'ack' })));
+    expect(db.statements).toEqual([full.map((e) => e.auditId)]);
+  });
+
+  it('holds a smaller batch until the window ends, then stores it with one statement', async () => {
+    const { db, handler } = batchingHandler();
+
+    const few = [event(), event(), event()];
+    const acks = few.map((e) => handler(msg(e)));
+    expect(await settled(acks)).toBe(0);
+    expect(db.statements).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await Promise.all(acks)).toEqual(few.map(() => ({ type: 'ack' })));
+    expect(db.statements).toEqual([few.map((e) => e.auditId)]);
+  });
+
+  it('events that arrive after a full batch are stored by a statement of their own', async () => {
+    const { db, handler } = batchingHandler();
+
+    const first = [event()];
+    const firstAck = first.map((e) => handler(msg(e)));
+    const rest = Array.from({ length: AUDIT_IN_FLIGHT - 1 }, () => event());
+    await Promise.all([...firstAck, ...rest.map((e) => handler(msg(e)))]);
+    const late = [event(), event()];
+    const lateAcks = late.map((e) => handler(msg(e)));
+    expect(await settled(lateAcks)).toBe(0);
+    await vi.advanceTimersByTimeAsync(1_000);
+    await Promise.all(lateAcks);
+    expect(db.statements.map((s) => s.length)).toEqual([AUDIT_IN_FLIGHT, 2]);
+  });
+});
