@@ -90,6 +90,11 @@ export class ServiceProcess {
     return this.child?.pid;
   }
 
+  /** How the last run ended (undefined while it runs or before it started). */
+  get exitStatus(): { code: number | null; signal: NodeJS.Signals | null } | undefined {
+    return this.exitInfo;
+  }
+
   async start(): Promise<void> {
     if (this.running) throw new Error(`${this.label} is already running`);
     // VLT_SERVICE_NODE_ARGS passes flags such as --cpu-prof to every service (profiling a bench).

@@ -32,12 +32,19 @@ export interface DatabaseClients {
    * through Prisma costs about four times the CPU of the query itself (bench/token-endpoint.ts).
    */
   sql: Sql;
+  /**
+   * Disconnects Prisma and ends the pool, once. `prisma.$disconnect()` alone ends the pool only
+   * if Prisma itself connected: a process that queried through `sql` alone (the audit writer)
+   * kept idle connections, and with them its event loop, for pg's 10 s idle timeout after
+   * shutdown, as long as `docker stop` waits before it kills.
+   */
+  close(): Promise<void>;
 }
 
 /**
  * A Prisma client over node-postgres (`@prisma/adapter-pg`): no native query engine, and a raw
  * `sql` handle on the same pool (one pool: the embedded database has a single session). The
- * pool opens lazily on the first query and closes on `prisma.$disconnect()`.
+ * pool opens lazily on the first query and closes on `close()`.
  */
 export function createDatabaseClients(
   databaseUrl: string,
@@ -56,7 +63,19 @@ export function createDatabaseClients(
   // writes into 500s; writes wait their turn instead, and a start that still times out is
   // answered 503 by the error handler.
   const prisma = new PrismaClient({ adapter, transactionOptions: { maxWait: 15_000, timeout: 30_000 } });
-  return { prisma, sql: sqlOverPool(pool, opts.preparedStatements ?? true) };
+  let closed: Promise<void> | undefined;
+  return {
+    prisma,
+    sql: sqlOverPool(pool, opts.preparedStatements ?? true),
+    close: () =>
+      (closed ??= (async () => {
+        try {
+          await prisma.$disconnect();
+        } finally {
+          if (!pool.ending && !pool.ended) await pool.end();
+        }
+      })()),
+  };
 }
 
 export function createPrismaClient(databaseUrl: string, opts: CreatePrismaClientOptions = {}): PrismaClient {

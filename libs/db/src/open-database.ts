@@ -38,7 +38,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   const url = configured || (embedded?.url ?? '');
   try {
     if (opts.migrate) await applyMigrations(url);
-    const { prisma, sql } = createDatabaseClients(url, {
+    const clients = createDatabaseClients(url, {
       max: opts.max ?? (embedded ? 1 : undefined),
       // The embedded session outlives a pool connection: a reconnected client would prepare a
       // name the session already holds.
@@ -46,14 +46,14 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
     });
     let closed: Promise<void> | undefined;
     return {
-      prisma,
-      sql,
+      prisma: clients.prisma,
+      sql: clients.sql,
       url,
       embedded: embedded !== undefined,
       close: () =>
         (closed ??= (async () => {
           try {
-            await prisma.$disconnect();
+            await clients.close();
           } finally {
             await embedded?.stop();
           }

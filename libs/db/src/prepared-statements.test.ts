@@ -26,7 +26,7 @@ describe.skipIf(!pg.url)(
       const db = await createScratchDatabase(pg.url, 'prep');
       scratch.push(db);
       // One connection, so the catalogue below is the session the statements ran on.
-      const { prisma, sql } = createDatabaseClients(db.url, { max: 1 });
+      const { sql, close } = createDatabaseClients(db.url, { max: 1 });
       try {
         const probe = (n: number) =>
           sql<{ prepared_probe_v: number }>`SELECT ${n}::int + 1 AS prepared_probe_v`;
@@ -37,14 +37,14 @@ describe.skipIf(!pg.url)(
           'SELECT $1::int + 1 AS prepared_probe_v',
         ]);
       } finally {
-        await prisma.$disconnect();
+        await close();
       }
     });
 
     it('prepares nothing when turned off (VLT_DB_PREPARED_STATEMENTS=false)', async () => {
       const db = await createScratchDatabase(pg.url, 'noprep');
       scratch.push(db);
-      const { prisma, sql } = createDatabaseClients(db.url, { max: 1, preparedStatements: false });
+      const { sql, close } = createDatabaseClients(db.url, { max: 1, preparedStatements: false });
       try {
         expect(
           (await sql<{ unprepared_probe_v: number }>`SELECT ${1}::int AS unprepared_probe_v`)[0]
@@ -52,7 +52,7 @@ describe.skipIf(!pg.url)(
         ).toBe(1);
         expect(await preparedWith(sql, 'unprepared_probe_v')).toEqual([]);
       } finally {
-        await prisma.$disconnect();
+        await close();
       }
     });
   },

@@ -10,7 +10,7 @@ async function main(): Promise<void> {
   const config = loadConfig('audit', process.env);
   const telemetry = await startTelemetry({ serviceName: 'vlt-audit', env: process.env });
   const logger = createLogger({ service: 'audit', level: config.logLevel });
-  const { prisma, sql } = createDatabaseClients(config.databaseUrl, {
+  const { sql, close: closeDatabase } = createDatabaseClients(config.databaseUrl, {
     preparedStatements: config.databasePreparedStatements,
   });
   const names = busNames(config.natsPrefix);
@@ -24,7 +24,7 @@ async function main(): Promise<void> {
     await app.close();
     await consumer.stop();
     await bus.close();
-    await prisma.$disconnect();
+    await closeDatabase();
     await telemetry.shutdown();
   });
 }

@@ -15,7 +15,7 @@ async function main(): Promise<void> {
   const telemetry = await startTelemetry({ serviceName: 'vlt-control-plane', env: process.env });
   const logger = createLogger({ service: 'control-plane', level: config.logLevel });
   await applyMigrations(config.databaseUrl);
-  const { prisma, sql } = createDatabaseClients(config.databaseUrl, {
+  const db = createDatabaseClients(config.databaseUrl, {
     preparedStatements: config.databasePreparedStatements,
   });
   const bus = await createNatsBus({
@@ -25,7 +25,14 @@ async function main(): Promise<void> {
     logger,
   });
   const metrics = metricsFromConfig(config, 'vlt-control-plane');
-  const runtime = await createControlPlaneRuntime({ config, prisma, sql, bus, logger, metrics });
+  const runtime = await createControlPlaneRuntime({
+    config,
+    prisma: db.prisma,
+    sql: db.sql,
+    bus,
+    logger,
+    metrics,
+  });
   const app = await buildControlPlaneApp(runtime.deps);
   await runtime.start();
   await app.listen({ port: config.port, host: config.host });
@@ -35,7 +42,7 @@ async function main(): Promise<void> {
     await app.close();
     await runtime.stop();
     await bus.close();
-    await prisma.$disconnect();
+    await db.close();
     await telemetry.shutdown();
   });
 }
