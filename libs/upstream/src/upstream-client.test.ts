@@ -1,7 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import tls from 'node:tls';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createTestPki, type TestPki } from '@vlt/test-support/test-pki.js';
 import { createUpstreamClient, UpstreamError, type UpstreamTimeouts } from './upstream-client.js';
 
@@ -200,6 +201,40 @@ describe('upstream client', () => {
       await kind(c.request({ url: new URL(`https://localhost:${port}/ok`), method: 'GET', headers: {} })),
     ).toBe('unavailable');
     await c.close();
+  });
+});
+
+describe('TLS to providers', () => {
+  it('builds its secure context once, when the client is made, not for each new connection', async () => {
+    const contexts = vi.spyOn(tls, 'createSecureContext');
+    try {
+      // Trusting the test CA, and with the default roots alone (each handshake then fails).
+      for (const extraCa of [[pki.caPem], undefined]) {
+        const before = contexts.mock.calls.length;
+        const c = createUpstreamClient({
+          ssrfAllowCidrs: ['127.0.0.1/32'],
+          timeoutMs: 2_000,
+          resolver: async () => ['127.0.0.1'],
+          ...(extraCa && { extraCa }),
+        });
+        const made = contexts.mock.calls.length;
+        // `/closed` answers with `connection: close`: every call opens a connection of its own.
+        const outcomes: string[] = [];
+        for (let i = 0; i < 3; i++) {
+          outcomes.push(
+            await kind(
+              c.request({ url: new URL(`https://localhost:${port}/closed`), method: 'GET', headers: {} }),
+            ),
+          );
+        }
+        expect(outcomes).toEqual(Array(3).fill(extraCa ? 'ok' : 'unavailable'));
+        expect(made - before).toBe(1);
+        expect(contexts.mock.calls.length).toBe(made);
+        await c.close();
+      }
+    } finally {
+      contexts.mockRestore();
+    }
   });
 });
 
