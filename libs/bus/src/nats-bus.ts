@@ -145,6 +145,23 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
   }
   const kvm = new Kvm(js);
 
+  /*
+   * Publishes wait for the end of the event loop's turn and leave together (ADR 0082). The
+   * client writes what one synchronous run queued in one socket write, but each I/O callback
+   * (an agent's request, a provider's answer) ends its own run: at saturation every publish
+   * was a write of its own, a system call that cost more than the rest of the publish. Sent
+   * from one setImmediate, the publishes of a turn share one write (and their acks tend to
+   * share reads). Order is kept; the wait is what remains of the turn, microseconds when idle.
+   */
+  const sendQueue: Array<() => void> = [];
+  const sendQueued = () => {
+    for (const send of sendQueue.splice(0)) send();
+  };
+  const atEndOfTurn = <T>(send: () => Promise<T>): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      if (sendQueue.push(() => void send().then(resolve, reject)) === 1) setImmediate(sendQueued);
+    });
+
   let closed = false;
   const buckets = new Map<string, Promise<KvBucket>>();
   // Everything close() must stop first, so in-flight work finishes before the connection drains.
@@ -200,7 +217,9 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
       assertConnected(`publish to ${subject} not sent`);
       let ack;
       try {
-        ack = await js.publish(subject, payload, { msgID: msgId, headers: hdrs, timeout: publishTimeoutMs });
+        ack = await atEndOfTurn(() =>
+          js.publish(subject, payload, { msgID: msgId, headers: hdrs, timeout: publishTimeoutMs }),
+        );
       } catch (err) {
         throw new BusPublishError(`publish to ${subject} not acknowledged: ${errorMessage(err)}`, {
           cause: err,

@@ -4,9 +4,10 @@
  * with CI=true it fails instead.
  */
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { connect } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, inject, it, vi } from 'vitest';
 import { busNames, createBus, createNatsBus, type HandlerOutcome } from '../src/index.js';
 import { describeBusConformance } from './conformance.js';
 import { Inbox } from './support.js';
@@ -84,6 +85,45 @@ if (!natsUrl) {
       await got.count(4);
       await two.close();
       expect(got.items).toEqual([1, 2, 3, 4]);
+    });
+
+    it('publishes made in one turn of the event loop leave in one socket write, in order, each acked', async () => {
+      const bus = await createNatsBus({ servers, names, name: `bus-test-${prefix}-turn` });
+      const subject = names.eventSubject('turn', 'x');
+      const writes = vi.spyOn(net.Socket.prototype, 'write');
+      try {
+        // Ten timers due together fire in one timers phase, each callback a run of its own (as
+        // ten agents' requests handled in one poll phase are).
+        const published = await new Promise<Array<Promise<void>>>((resolve) => {
+          const out: Array<Promise<void>> = [];
+          for (let i = 0; i < 10; i++) {
+            setTimeout(() => {
+              out.push(bus.publish(subject, i, { msgId: `turn-${prefix}-${i}` }));
+              if (out.length === 10) resolve(out);
+            }, 0);
+          }
+        });
+        await Promise.all(published);
+        const carrying = writes.mock.calls.filter(([chunk]) =>
+          Buffer.from(chunk as Uint8Array)
+            .toString('latin1')
+            .includes(subject),
+        );
+        expect(carrying).toHaveLength(1);
+        const text = Buffer.from(carrying[0]![0] as Uint8Array).toString('latin1');
+        expect(text.split(subject).length - 1).toBe(10);
+      } finally {
+        writes.mockRestore();
+      }
+      const got = new Inbox<unknown>();
+      const c = await bus.consume({ durable: `${prefix}-turn`, filterSubject: subject }, async (m) => {
+        got.push(m.data);
+        return ack;
+      });
+      await got.count(10);
+      await c.stop();
+      await bus.close();
+      expect(got.items).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     });
 
     it('fails to connect with a BusError when no server answers', async () => {
