@@ -149,9 +149,9 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
    * Publishes wait for the end of the event loop's turn and leave together (ADR 0082). The
    * client writes what one synchronous run queued in one socket write, but each I/O callback
    * (an agent's request, a provider's answer) ends its own run: at saturation every publish
-   * was a write of its own, a system call that cost more than the rest of the publish. Sent
-   * from one setImmediate, the publishes of a turn share one write (and their acks tend to
-   * share reads). Order is kept; the wait is what remains of the turn, microseconds when idle.
+   * was a write of its own, and those system calls were a data plane's largest single cost in
+   * the split bench. Sent from one setImmediate, the publishes of a turn share one write. Order
+   * is kept; the wait is what remains of the turn, microseconds when idle.
    */
   const sendQueue: Array<() => void> = [];
   const sendQueued = () => {
