@@ -92,15 +92,16 @@ if (!natsUrl) {
       const subject = names.eventSubject('turn', 'x');
       const writes = vi.spyOn(net.Socket.prototype, 'write');
       try {
-        // Ten timers due together fire in one timers phase, each callback a run of its own (as
-        // ten agents' requests handled in one poll phase are).
+        // Ten callbacks of one turn, each a run of its own with microtasks between them (as ten
+        // agents' requests handled in one poll phase are). Immediates, not timers: ten timers set
+        // together may straddle a millisecond and fire in two turns.
         const published = await new Promise<Array<Promise<void>>>((resolve) => {
           const out: Array<Promise<void>> = [];
           for (let i = 0; i < 10; i++) {
-            setTimeout(() => {
+            setImmediate(() => {
               out.push(bus.publish(subject, i, { msgId: `turn-${prefix}-${i}` }));
               if (out.length === 10) resolve(out);
-            }, 0);
+            });
           }
         });
         await Promise.all(published);
