@@ -47,6 +47,7 @@ async function runUpstream() {
     apiToken: process.env.BENCH_API_TOKEN!,
     tls: { key: process.env.BENCH_TLS_KEY!, cert: process.env.BENCH_TLS_CERT! },
     record: false,
+    keepAliveTimeoutMs: 60_000,
   });
   console.log(JSON.stringify({ port: mock.port }));
 }

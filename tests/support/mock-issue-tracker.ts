@@ -34,6 +34,12 @@ export interface MockIssueTrackerOptions {
   port?: number;
   /** Off in the benchmark, where millions of records would only cost memory. */
   record?: boolean;
+  /**
+   * How long an idle connection stays open (Node's default: 5 s). The benchmark keeps them
+   * longer than the pause between two rounds of one mode, as a provider under steady traffic
+   * would, so no round pays for new TLS handshakes.
+   */
+  keepAliveTimeoutMs?: number;
 }
 
 export interface MockIssue {
@@ -199,6 +205,7 @@ export async function startMockIssueTracker(opts: MockIssueTrackerOptions): Prom
   const server = https.createServer({ key: opts.tls.key, cert: opts.tls.cert }, (req, res) => {
     void handle(req, res);
   });
+  if (opts.keepAliveTimeoutMs !== undefined) server.keepAliveTimeout = opts.keepAliveTimeoutMs;
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const chunks: Buffer[] = [];
