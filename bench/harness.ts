@@ -5,7 +5,7 @@
  * `close()`, also when the benchmark fails half-way.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -107,4 +107,43 @@ async function statCpuSeconds(file: string): Promise<number> {
   const stat = await readFile(file, 'utf8').catch(() => '');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return fields.length > 12 ? (Number(fields[11]) + Number(fields[12])) / 100 : 0;
+}
+
+/**
+ * CPU seconds of each process whose command name (`/proc/<pid>/comm`) is `comm`, by pid: a
+ * server and all its workers, such as PostgreSQL's backends. See `cpuSecondsBetween`.
+ */
+export async function commandCpuSeconds(comm: string): Promise<Map<number, number>> {
+  const pids = (await readdir('/proc').catch(() => [] as string[])).filter((d) => /^\d+$/.test(d));
+  const times = await Promise.all(
+    pids.map(async (pid) =>
+      (await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '')).trim() === comm
+        ? ([Number(pid), await statCpuSeconds(`/proc/${pid}/stat`)] as const)
+        : undefined,
+    ),
+  );
+  return new Map(times.filter((t) => t !== undefined));
+}
+
+/**
+ * CPU seconds spent between two readings of `commandCpuSeconds`: a process started in between
+ * counts whole, one that exited in between is lost (an undercount, never a negative).
+ */
+export function cpuSecondsBetween(before: Map<number, number>, after: Map<number, number>): number {
+  let spent = 0;
+  for (const [pid, s] of after) spent += Math.max(0, s - (before.get(pid) ?? 0));
+  return spent;
+}
+
+/**
+ * The whole machine's busy and total CPU time in seconds, summed over its cores (/proc/stat),
+ * to tell whether an interval was bound by CPU. Zero when it cannot be read.
+ */
+export async function machineCpuSeconds(): Promise<{ busy: number; total: number }> {
+  const line = (await readFile('/proc/stat', 'utf8').catch(() => '')).split('\n')[0] ?? '';
+  const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+  if (ticks.length < 5 || ticks.some((t) => !Number.isFinite(t))) return { busy: 0, total: 0 };
+  const total = ticks.slice(0, 8).reduce((a, b) => a + b, 0);
+  const idle = ticks[3]! + ticks[4]!; // idle and iowait
+  return { busy: (total - idle) / 100, total: total / 100 };
 }
