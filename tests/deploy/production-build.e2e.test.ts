@@ -5,11 +5,9 @@
  * split shape over the run's PostgreSQL and NATS; then one brokered call, with an answer large
  * enough to take the data plane's worker-thread path (a second file the build must ship).
  */
-import { execFile } from 'node:child_process';
-import { cp as copy, mkdir, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -25,24 +23,12 @@ import {
   signUp,
 } from '../support/api-client.js';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
-import { ProcessGroup, freePort, repoRoot, type ServiceProcess } from '../support/processes.js';
+import { ProcessGroup, freePort, type ServiceProcess } from '../support/processes.js';
+import { prepareProductionBuild } from '../support/production-build.js';
 import { ownDatabase, realServices } from '../support/services.js';
 
-const run = promisify(execFile);
 const unavailable = !realServices.hasPostgres() || !realServices.hasNats();
 if (unavailable) console.warn(`production build e2e skipped: ${realServices.missing()}`);
-
-/** The workspace manifests the production install needs (sources are in the bundles). */
-async function manifests(): Promise<string[]> {
-  const out = ['package.json', 'pnpm-lock.yaml', 'pnpm-workspace.yaml', 'tests/support/package.json'];
-  for (const dir of ['libs', 'services', 'clients']) {
-    for (const name of await readdir(path.join(repoRoot, dir))) {
-      const file = path.join(dir, name, 'package.json');
-      if (await stat(path.join(repoRoot, file)).catch(() => null)) out.push(file);
-    }
-  }
-  return out;
-}
 
 describe.skipIf(unavailable)('the production build (plain node, production dependencies)', () => {
   const group = new ProcessGroup();
@@ -54,25 +40,7 @@ describe.skipIf(unavailable)('the production build (plain node, production depen
 
   beforeAll(async () => {
     app = await mkdtemp(path.join(tmpdir(), 'vlt-prod-'));
-    await run(process.execPath, [path.join(repoRoot, 'scripts/build-services.mjs'), path.join(app, 'dist')]);
-    for (const file of await manifests()) {
-      await mkdir(path.dirname(path.join(app, file)), { recursive: true });
-      await copy(path.join(repoRoot, file), path.join(app, file));
-    }
-    await copy(path.join(repoRoot, 'prisma'), path.join(app, 'prisma'), { recursive: true });
-    // From the local store: everything the production set needs came with the full install.
-    await run(
-      'pnpm',
-      [
-        'install',
-        '--prod',
-        '--frozen-lockfile',
-        '--ignore-scripts',
-        '--offline',
-        '--config.node-linker=hoisted',
-      ],
-      { cwd: app, env: { ...process.env, CI: 'true' } },
-    );
+    await prepareProductionBuild(app);
 
     [fx, db] = await Promise.all([startE2eFixtures(), ownDatabase('prod')]);
     const cpPort = await freePort();
