@@ -100,6 +100,12 @@ export interface Bus {
    * Rejects when it cannot be stored (callers fail closed). Same msgId twice is stored once.
    */
   publish(subject: string, data: unknown, opts: { msgId: string; headers?: Headers }): Promise<void>;
+  /**
+   * Resolves once every publish made so far has been handed to the connection (written, not yet
+   * acknowledged): publishes leave at the end of the event loop's turn (ADR 0082), and an
+   * answer that must not leave before an event does waits for this (ADR 0085).
+   */
+  sent(): Promise<void>;
   consume(opts: ConsumerOptions, handler: (msg: StreamMessage) => Promise<HandlerOutcome>): Promise<Consumer>;
   /**
    * The stream sequence up to which a durable has finished every event of its filter, or null

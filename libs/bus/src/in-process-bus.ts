@@ -123,6 +123,9 @@ export function createInProcessBus(opts: InProcessBusOptions): Bus {
       }
     },
 
+    // A publish is stored before it returns: nothing is ever waiting to be sent.
+    async sent() {},
+
     async consume(copts, handler) {
       assertOpen();
       assertDurableName(copts.durable);

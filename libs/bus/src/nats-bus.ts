@@ -154,8 +154,13 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
    * is kept; the wait is what remains of the turn, microseconds when idle.
    */
   const sendQueue: Array<() => void> = [];
+  const sentWaiters: Array<() => void> = [];
   const sendQueued = () => {
     for (const send of sendQueue.splice(0)) send();
+    // The client writes what these sends queued in a microtask it queued with the first of
+    // them, so waiters resumed from a microtask queued now run after that write (ADR 0085).
+    const waiters = sentWaiters.splice(0);
+    if (waiters.length > 0) queueMicrotask(() => waiters.forEach((resume) => resume()));
   };
   const atEndOfTurn = <T>(send: () => Promise<T>): Promise<T> =>
     new Promise<T>((resolve, reject) => {
@@ -231,6 +236,14 @@ export async function createNatsBus(opts: NatsBusOptions): Promise<Bus> {
           `publish to ${subject} was stored in stream ${ack.stream}, not ${names.eventsStream}`,
         );
       }
+    },
+
+    sent() {
+      // Nothing queued: whatever was sent is written by a client microtask queued before the
+      // caller's continuation, so resuming it in turn is enough.
+      return sendQueue.length === 0
+        ? Promise.resolve()
+        : new Promise<void>((resume) => sentWaiters.push(resume));
     },
 
     async consume(copts, handler) {

@@ -127,6 +127,36 @@ if (!natsUrl) {
       expect(got.items).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     });
 
+    it('sent() resolves once what was published has been written to the socket, before its ack (ADR 0085)', async () => {
+      const bus = await createNatsBus({ servers, names, name: `bus-test-${prefix}-sent` });
+      const subject = names.eventSubject('sent', 'x');
+      const writes = vi.spyOn(net.Socket.prototype, 'write');
+      const carried = () =>
+        writes.mock.calls.filter(([chunk]) =>
+          Buffer.from(chunk as Uint8Array)
+            .toString('latin1')
+            .includes(subject),
+        ).length;
+      let acked = false;
+      let atPublish = -1;
+      let atSent = -1;
+      try {
+        const published = bus
+          .publish(subject, 'one', { msgId: `sent-${prefix}-1` })
+          .then(() => (acked = true));
+        atPublish = carried();
+        await bus.sent();
+        atSent = carried();
+        expect(acked).toBe(false);
+        await published;
+      } finally {
+        writes.mockRestore();
+      }
+      expect(atPublish).toBe(0); // queued for the end of the turn (ADR 0082)
+      expect(atSent).toBe(1);
+      await bus.close();
+    });
+
     it('fails to connect with a BusError when no server answers', async () => {
       await expect(createNatsBus({ servers: '127.0.0.1:1', names })).rejects.toThrow(
         /cannot connect to NATS/,

@@ -43,7 +43,8 @@ async function publish(deps: DataPlaneDeps, e: AuditEventMessage): Promise<void>
 
 /**
  * Terminal events must not be lost once the call went ahead: retried in the background with
- * backoff (the msgId makes retries idempotent). The answer to the agent does not wait for it.
+ * backoff (the msgId makes retries idempotent). The answer to the agent does not wait for its
+ * ack; a brokered call's answer waits until it is sent (`outcomeSent`, ADR 0085).
  */
 function publishEventually(deps: DataPlaneDeps, e: AuditEventMessage): void {
   publish(deps, e).catch((err: Error) => {
@@ -98,6 +99,7 @@ export interface Denial {
 
 export class CallRecorder {
   private settledAuditId: string | null = null;
+  private terminalSent: Promise<void> = Promise.resolve();
   private readonly context: Record<string, unknown>;
 
   private constructor(
@@ -161,7 +163,21 @@ export class CallRecorder {
       () => publishEventually(this.deps, e),
       () => undefined,
     );
+    // Registered after the publish above, so the bus is asked once the event is queued.
+    this.terminalSent = this.recorded.then(
+      () => this.deps.bus.sent(),
+      () => undefined,
+    );
     return e.auditId;
+  }
+
+  /**
+   * Resolves once the terminal event (if any yet) has been handed to the bus's connection. The
+   * answer to the agent waits for it, so a data plane killed after answering has sent the
+   * outcome already (ADR 0085); it does not wait for the broker's ack (ADR 0004).
+   */
+  get outcomeSent(): Promise<void> {
+    return this.terminalSent;
   }
 
   completed(metadata: Record<string, unknown>): string {

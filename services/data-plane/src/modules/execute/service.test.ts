@@ -66,6 +66,10 @@ interface Trace {
   steps: string[];
   /** Audit actions the bus stored, in order. */
   stored: string[];
+  /** Audit actions handed to the bus, in order. */
+  sent: string[];
+  /** For each time the call asked the bus whether its publishes were sent: what it had published by then. */
+  sentAsked: string[][];
 }
 
 /**
@@ -73,17 +77,29 @@ interface Trace {
  * is stored, with false the bus refuses it (as JetStream does when the stream is unavailable).
  */
 function harness(policy: Partial<PolicyDocument>) {
-  const trace: Trace = { steps: [], stored: [] };
+  const trace: Trace = { steps: [], stored: [], sent: [], sentAsked: [] };
+  // Open unless a test holds it: the bus's answer to "is everything published so far sent?".
+  let sentGate: Promise<void> = Promise.resolve();
+  const holdSent = () => {
+    let release!: () => void;
+    sentGate = new Promise<void>((r) => (release = r));
+    return release;
+  };
   let store!: (ok: boolean) => void;
   const requestStored = new Promise<boolean>((r) => (store = r));
   const bus = {
     async publish(_subject: string, data: unknown) {
       const e = data as AuditEventMessage;
+      trace.sent.push(e.action);
       if (e.action === 'execution_requested') {
         trace.steps.push('publish execution_requested');
         if (!(await requestStored)) throw new Error('stream unavailable');
       }
       trace.stored.push(e.action);
+    },
+    async sent() {
+      trace.sentAsked.push([...trace.sent]);
+      await sentGate;
     },
     async request(subject: string) {
       if (subject === names.rpc.approvalsRedeem) {
@@ -154,7 +170,7 @@ function harness(policy: Partial<PolicyDocument>) {
     upstream,
     now: () => new Date(),
   };
-  return { deps, trace, store };
+  return { deps, trace, store, holdSent };
 }
 
 function call(over: Partial<ExecuteModelB> = {}): ExecuteModelB {
@@ -201,6 +217,20 @@ describe('Model B decides while execution_requested is stored (ADR 0072)', () =>
     ]);
     await settle();
     expect(trace.stored).toEqual(['execution_requested', 'execution_error']);
+  });
+
+  it('answers only once the terminal event has been handed to the bus (ADR 0085)', async () => {
+    const { deps, trace, store, holdSent } = harness({});
+    const release = holdSent();
+    let done = false;
+    const result = outcome(executeModelB(deps, agent, call())).finally(() => (done = true));
+    store(true);
+    await settle();
+    // Asked after the outcome was published, and the answer waits for the bus's reply.
+    expect(trace.sentAsked).toEqual([['execution_requested', 'execution_error']]);
+    expect(done).toBe(false);
+    release();
+    expect(await result).toMatchObject({ status: 502 });
   });
 
   it('a request that cannot be stored is answered 503: nothing fetched, redeemed or sent, its rate slot given back, no terminal event', async () => {

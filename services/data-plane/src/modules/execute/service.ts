@@ -126,11 +126,13 @@ export async function executeModelB(
     const outcome = await runWithRateSlot({ deps, agent, req, connection, found: policy, recorder, options });
     // Every path that returns has waited already; this keeps a new one from answering early.
     await recorder.recorded;
+    await recorder.outcomeSent;
     return outcome;
   } catch (err) {
     // No record, no answer but the 503: a refusal decided meanwhile was never recorded either.
     await recorder.recorded;
     recorder.settleFromError(err);
+    await recorder.outcomeSent;
     throw err;
   }
 }
