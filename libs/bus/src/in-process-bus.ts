@@ -36,6 +36,7 @@ import {
   decideDisposition,
   errorMessage,
   fromJsonText,
+  InFlight,
   noopLogger,
   openReply,
   replyFailed,
@@ -657,30 +658,28 @@ function runConsumer(
       };
     });
 
-  const running = new Set<Promise<void>>();
+  // A handler that finishes wakes the loop like new work does: its slot is free again.
+  const running = new InFlight(waiter);
   const loop = (async () => {
     let sinceYield = 0;
     while (!stopping) {
       if (running.size >= concurrency) {
-        await Promise.race(running);
+        await running.oneFinished();
         continue;
       }
       const next = stream.next(d, Date.now());
       if (!('event' in next)) {
-        await (running.size > 0
-          ? Promise.race([...running, waitForWork(next.retryAt)])
-          : waitForWork(next.retryAt));
+        await waitForWork(next.retryAt);
         continue;
       }
-      const p: Promise<void> = handleOne(next).finally(() => running.delete(p));
-      running.add(p);
+      running.add(handleOne(next));
       // Handlers that resolve at once would otherwise starve timers and I/O during a backlog.
       if (++sinceYield >= 64) {
         sinceYield = 0;
         await new Promise<void>((r) => setImmediate(r));
       }
     }
-    await Promise.all(running);
+    await running.all();
     clearTimeout(retryTimer);
   })();
 

@@ -62,6 +62,7 @@ import {
   decodeJson,
   encodeJson,
   errorMessage,
+  InFlight,
   noopLogger,
   openReply,
   replyFailed,
@@ -580,17 +581,16 @@ function runConsumer(
       try {
         current = await consumer.consume({ max_messages: cfg.prefetch });
         if (stopping) current.stop();
-        const running = new Set<Promise<void>>();
+        const running = new InFlight();
         for await (const m of current) {
           // After stop() the pull has ended, but what was already delivered to us is handled
           // (graceful drain). Past the deadline it is left unacked and comes back after ackWait.
           // Not nak'd: a 2.9 server can lose a nak'd redelivery until ackWait when no pull waits.
           if (stopping && Date.now() > drainDeadline) continue;
-          const p: Promise<void> = handle(m).finally(() => running.delete(p));
-          running.add(p);
-          if (running.size >= cfg.concurrency) await Promise.race(running);
+          running.add(handle(m));
+          if (running.size >= cfg.concurrency) await running.oneFinished();
         }
-        await Promise.all(running);
+        await running.all();
       } catch (err) {
         if (!stopping)
           log.warn({ durable: cfg.durable, err: errorMessage(err) }, 'bus: consumer interrupted; resuming');

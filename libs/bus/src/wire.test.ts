@@ -7,6 +7,7 @@ import {
   assertSubject,
   checkHeaders,
   decideDisposition,
+  InFlight,
   openReply,
   replyFailed,
   replyOk,
@@ -159,5 +160,46 @@ describe('decideDisposition', () => {
   it('backs off exponentially up to 30 s', () => {
     expect([1, 2, 3, 4].map(retryBackoffMs)).toEqual([200, 400, 800, 1600]);
     expect(retryBackoffMs(50)).toBe(30_000);
+  });
+});
+
+describe('InFlight', () => {
+  const deferred = () => {
+    let resolve!: () => void;
+    let reject!: (err: unknown) => void;
+    const promise = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
+    return { promise, resolve, reject };
+  };
+  const turn = () => new Promise<void>((r) => setImmediate(r));
+
+  it('oneFinished waits for any one running handler, and frees its slot', async () => {
+    const settled: string[] = [];
+    const running = new InFlight(() => settled.push('settled'));
+    const a = deferred();
+    const b = deferred();
+    running.add(a.promise);
+    running.add(b.promise);
+    let woke = false;
+    const waiting = running.oneFinished().then(() => (woke = true));
+    await turn();
+    expect(woke).toBe(false);
+    b.resolve();
+    await waiting;
+    expect(running.size).toBe(1);
+    expect(settled).toEqual(['settled']);
+    a.resolve();
+    await running.all();
+    expect(running.size).toBe(0);
+    await expect(running.oneFinished()).resolves.toBeUndefined(); // none running: at once
+  });
+
+  it('a rejected handler frees its slot and its error comes out of the next wait, once', async () => {
+    const running = new InFlight();
+    const a = deferred();
+    running.add(a.promise);
+    a.reject(new Error('handler broke'));
+    await expect(running.oneFinished()).rejects.toThrow('handler broke');
+    expect(running.size).toBe(0);
+    await expect(running.all()).resolves.toBeUndefined();
   });
 });

@@ -246,6 +246,61 @@ export function decideDisposition(outcome: Settled, deliveryCount: number, maxDe
   return { type: 'nak', delayMs };
 }
 
+// ---------- consumer loops ----------
+
+/**
+ * Handlers of one consumer that are running, and a wait for one of them to finish. A consumer
+ * loop waits whenever it has as many running as it may: `Promise.race` over the set did the
+ * same, but attached a reaction to every running handler each time, so a loop kept full (the
+ * audit writer holds up to 64 for one insert) paid for all of them on every message.
+ * A handler that rejects frees its slot too; the rejection surfaces from the next wait.
+ */
+export class InFlight {
+  private readonly running = new Set<Promise<void>>();
+  private waiting: Array<() => void> = [];
+  private failure: { error: unknown } | undefined;
+
+  /** `onSettled` runs after each handler finishes (the loop's own wake-up, say). */
+  constructor(private readonly onSettled?: () => void) {}
+
+  get size(): number {
+    return this.running.size;
+  }
+
+  add(handler: Promise<void>): void {
+    this.running.add(handler);
+    const settled = () => {
+      this.running.delete(handler);
+      const waiting = this.waiting;
+      this.waiting = [];
+      for (const wake of waiting) wake();
+      this.onSettled?.();
+    };
+    handler.then(settled, (error: unknown) => {
+      this.failure ??= { error };
+      settled();
+    });
+  }
+
+  /** Resolves once a handler finishes (at once when none is running). */
+  async oneFinished(): Promise<void> {
+    if (this.running.size > 0) await new Promise<void>((r) => this.waiting.push(r));
+    this.rethrow();
+  }
+
+  /** Resolves once every running handler has finished. */
+  async all(): Promise<void> {
+    while (this.running.size > 0) await new Promise<void>((r) => this.waiting.push(r));
+    this.rethrow();
+  }
+
+  private rethrow(): void {
+    const failure = this.failure;
+    this.failure = undefined;
+    if (failure) throw failure.error;
+  }
+}
+
 // ---------- misc ----------
 
 export function errorMessage(err: unknown): string {

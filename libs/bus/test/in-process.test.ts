@@ -1,3 +1,4 @@
+import { createHook } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { busNames, createBus, createInProcessBus, type HandlerOutcome } from '../src/index.js';
@@ -90,6 +91,51 @@ describe('in-process bus: its own limits', () => {
     const bus = await createBus({ natsServers: [], names });
     await bus.publish(names.eventSubject('cb', 'x'), 1, { msgId: 'cb' });
     await bus.close();
+  });
+});
+
+describe('in-process bus: consumer loop cost', () => {
+  it('regression: taking a message costs the same however many handlers are running', async () => {
+    // The loop raced every running handler each time it waited, attaching a reaction to each:
+    // the audit writer, which holds up to 64 handlers for one insert, paid for all of them on
+    // every event. Counted in promises created (work, not time): the last events of a fill cost
+    // what the first ones did.
+    const bus = createInProcessBus({ names });
+    const subject = names.eventSubject('loop', 'x');
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let started = 0;
+    const consumer = await bus.consume({ durable: 'loop', concurrency: 64 }, async () => {
+      started++;
+      await gate;
+      return { type: 'ack' };
+    });
+    let promises = 0;
+    const hook = createHook({
+      init(_id, type) {
+        if (type === 'PROMISE') promises++;
+      },
+    });
+    const publishOne = async (i: number) => {
+      await bus.publish(subject, i, { msgId: `l${i}` });
+      await new Promise<void>((r) => setImmediate(r));
+    };
+    const costOf = async (from: number, to: number) => {
+      hook.enable();
+      promises = 0;
+      for (let i = from; i < to; i++) await publishOne(i);
+      hook.disable();
+      return promises;
+    };
+    const first = await costOf(0, 8); // 0 to 8 handlers running
+    await costOf(8, 48);
+    const last = await costOf(48, 56); // 48 to 56 running
+    expect(started).toBe(56);
+    release();
+    await consumer.stop();
+    await bus.close();
+    // The old loop made about 48 more promises per event here, so 380 more over these eight.
+    expect(last).toBeLessThanOrEqual(first + 16);
   });
 });
 
