@@ -61,13 +61,21 @@ describe.skipIf(!realServices.hasPostgres())(
       open();
       const e = event({
         actor: 'agent:a\u0000b',
+        auditId: `${uuidv7()}\ud800`,
         workspaceId: null,
         agentId: null,
         connectionId: null,
-        metadata: { nested: { list: [1, 'two', null, { deep: true }] }, 'k\u0000': 'v\u0000', quote: `'";` },
+        metadata: {
+          nested: { list: [1, 'two', null, { deep: true }] },
+          'k\u0000': 'v\u0000',
+          quote: `'";`,
+          lone: 'x\udc00',
+        },
       });
       expect(await auditHandler({ sql, logger })(msg(e))).toEqual({ type: 'ack' });
-      const row = await prisma.auditEvent.findUniqueOrThrow({ where: { auditId: e.auditId } });
+      const row = await prisma.auditEvent.findUniqueOrThrow({
+        where: { auditId: e.auditId.replace('\ud800', '\ufffd') },
+      });
       expect(row).toMatchObject({
         actor: 'agent:a\ufffdb',
         workspaceId: null,
@@ -75,7 +83,12 @@ describe.skipIf(!realServices.hasPostgres())(
         connectionId: null,
         action: e.action,
         decision: e.decision,
-        metadata: { nested: { list: [1, 'two', null, { deep: true }] }, 'k\ufffd': 'v\ufffd', quote: `'";` },
+        metadata: {
+          nested: { list: [1, 'two', null, { deep: true }] },
+          'k\ufffd': 'v\ufffd',
+          quote: `'";`,
+          lone: 'x\ufffd',
+        },
       });
       expect(row.timestamp.toISOString()).toBe(e.timestamp);
     });
@@ -134,7 +147,8 @@ describe.skipIf(!realServices.hasPostgres())(
 function recordingSql() {
   const statements: string[][] = [];
   const sql = ((_strings: TemplateStringsArray, ...values: unknown[]) => {
-    const auditIds = values[1] as string[];
+    // The insert's one parameter: the rows as a JSON document.
+    const auditIds = (JSON.parse(values[0] as string) as Array<{ audit_id: string }>).map((r) => r.audit_id);
     statements.push(auditIds);
     return Promise.resolve(auditIds.map((id) => ({ audit_id: id })));
   }) as unknown as Sql;
