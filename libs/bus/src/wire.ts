@@ -256,48 +256,60 @@ export function decideDisposition(outcome: Settled, deliveryCount: number, maxDe
  * A handler that rejects frees its slot too; the rejection surfaces from the next wait.
  */
 export class InFlight {
-  private readonly running = new Set<Promise<void>>();
+  private running = 0;
   private waiting: Array<() => void> = [];
+  private spare: Array<() => void> = [];
   private failure: { error: unknown } | undefined;
 
   /** `onSettled` runs after each handler finishes (the loop's own wake-up, say). */
   constructor(private readonly onSettled?: () => void) {}
 
   get size(): number {
-    return this.running.size;
+    return this.running;
   }
 
   add(handler: Promise<void>): void {
-    this.running.add(handler);
-    const settled = () => {
-      this.running.delete(handler);
-      const waiting = this.waiting;
-      this.waiting = [];
-      for (const wake of waiting) wake();
-      this.onSettled?.();
-    };
-    handler.then(settled, (error: unknown) => {
-      this.failure ??= { error };
-      settled();
-    });
+    this.running++;
+    handler.then(this.settled, this.failed);
   }
 
-  /** Resolves once a handler finishes (at once when none is running). */
-  async oneFinished(): Promise<void> {
-    if (this.running.size > 0) await new Promise<void>((r) => this.waiting.push(r));
-    this.rethrow();
+  /** Resolves once a handler finishes (at once when none is running). One promise per wait. */
+  oneFinished(): Promise<void> {
+    if (this.running === 0) return this.failure ? Promise.reject(this.takeFailure()) : Promise.resolve();
+    return new Promise<void>((resolve, reject) =>
+      this.waiting.push(() => (this.failure ? reject(this.takeFailure()) : resolve())),
+    );
   }
 
   /** Resolves once every running handler has finished. */
   async all(): Promise<void> {
-    while (this.running.size > 0) await new Promise<void>((r) => this.waiting.push(r));
-    this.rethrow();
+    while (this.running > 0) await new Promise<void>((r) => this.waiting.push(r));
+    if (this.failure) throw this.takeFailure();
   }
 
-  private rethrow(): void {
-    const failure = this.failure;
+  // Shared by every handler: no closure per message.
+  private readonly settled = (): void => {
+    this.running--;
+    if (this.waiting.length > 0) {
+      // Swapped, not reallocated: a waiter woken here may wait again at once.
+      const waiting = this.waiting;
+      this.waiting = this.spare;
+      this.spare = waiting;
+      for (const wake of waiting) wake();
+      waiting.length = 0;
+    }
+    this.onSettled?.();
+  };
+
+  private readonly failed = (error: unknown): void => {
+    this.failure ??= { error };
+    this.settled();
+  };
+
+  private takeFailure(): unknown {
+    const error = this.failure?.error;
     this.failure = undefined;
-    if (failure) throw failure.error;
+    return error;
   }
 }
 
