@@ -59,18 +59,25 @@ export async function startInProcessGateway(
     base.DATABASE_URL = db.url;
     dropDatabase = db.drop;
   }
-  // The audience and issuer must be the URL clients use, known only after listen: reserve a port first.
+  // The audience and issuer must be the URL clients use, known only after listen: reserve a port
+  // first, and hold it until the gateway listens. Released at once, it stayed free for the
+  // seconds the gateway takes to start, and any new connection could take it as its ephemeral
+  // port (EADDRINUSE in CI).
   const net = await import('node:net');
-  const port = await new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
+  const reservation = net.createServer();
+  const port = await new Promise<number>((resolve) =>
+    reservation.listen(0, '127.0.0.1', () => resolve((reservation.address() as { port: number }).port)),
+  );
+  const release = () => new Promise<void>((r) => reservation.close(() => r()));
   base.PORT = String(port);
   base.PUBLIC_BASE_URL ??= `http://127.0.0.1:${port}`;
   const config = loadConfig('all-in-one', base);
-  const gw = await startAllInOne(config, logger, seams);
+  let gw: Awaited<ReturnType<typeof startAllInOne>>;
+  try {
+    gw = await startAllInOne(config, logger, seams);
+  } finally {
+    await release();
+  }
   await gw.app.listen({ port, host: '127.0.0.1' });
   return {
     baseUrl: config.publicBaseUrl,
