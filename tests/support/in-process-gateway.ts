@@ -60,25 +60,33 @@ export async function startInProcessGateway(
     dropDatabase = db.drop;
   }
   // The audience and issuer must be the URL clients use, known only after listen: reserve a port
-  // first, and hold it until the gateway listens. Released at once, it stayed free for the
-  // seconds the gateway takes to start, and any new connection could take it as its ephemeral
-  // port (EADDRINUSE in CI).
-  const net = await import('node:net');
-  const reservation = net.createServer();
-  const port = await new Promise<number>((resolve) =>
-    reservation.listen(0, '127.0.0.1', () => resolve((reservation.address() as { port: number }).port)),
-  );
-  const release = () => new Promise<void>((r) => reservation.close(() => r()));
-  base.PORT = String(port);
-  base.PUBLIC_BASE_URL ??= `http://127.0.0.1:${port}`;
-  const config = loadConfig('all-in-one', base);
+  // first, and hold it until the gateway is ready to listen. Released at once, it stayed free for
+  // the seconds the gateway takes to start, and any new connection could take it as its ephemeral
+  // port (EADDRINUSE in CI). A few milliseconds remain between release and listen, so a taken port
+  // means starting again on another.
+  const callerBaseUrl = base.PUBLIC_BASE_URL;
   let gw: Awaited<ReturnType<typeof startAllInOne>>;
-  try {
-    gw = await startAllInOne(config, logger, seams);
-  } finally {
-    await release();
+  let config: ReturnType<typeof loadConfig>;
+  for (let attempt = 1; ; attempt++) {
+    const { port, release } = await reservePort();
+    base.PORT = String(port);
+    base.PUBLIC_BASE_URL = callerBaseUrl ?? `http://127.0.0.1:${port}`;
+    config = loadConfig('all-in-one', base);
+    try {
+      gw = await startAllInOne(config, logger, seams);
+      // listen() runs ready() before it binds: plugins, routes and the OpenAPI document.
+      await gw.app.ready();
+    } finally {
+      await release();
+    }
+    try {
+      await gw.app.listen({ port, host: '127.0.0.1' });
+      break;
+    } catch (err) {
+      await gw.close();
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt === 3) throw err;
+    }
   }
-  await gw.app.listen({ port, host: '127.0.0.1' });
   return {
     baseUrl: config.publicBaseUrl,
     databaseUrl: base.DATABASE_URL,
@@ -90,4 +98,14 @@ export async function startInProcessGateway(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A free port, held by a listener of our own until `release`. */
+async function reservePort(): Promise<{ port: number; release: () => Promise<void> }> {
+  const net = await import('node:net');
+  const reservation = net.createServer();
+  const port = await new Promise<number>((resolve) =>
+    reservation.listen(0, '127.0.0.1', () => resolve((reservation.address() as { port: number }).port)),
+  );
+  return { port, release: () => new Promise<void>((r) => reservation.close(() => r())) };
 }
