@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { loadConfig } from '@vlt/config';
+import { loadConfig, type AllInOneConfig } from '@vlt/config';
 import { createLogger } from '@vlt/telemetry';
 import { startAllInOne } from '@vlt/all-in-one';
 import { ownDatabase, realServices } from './services.js';
@@ -66,7 +66,7 @@ export async function startInProcessGateway(
   // means starting again on another.
   const callerBaseUrl = base.PUBLIC_BASE_URL;
   let gw: Awaited<ReturnType<typeof startAllInOne>>;
-  let config: ReturnType<typeof loadConfig>;
+  let config: Readonly<AllInOneConfig>;
   for (let attempt = 1; ; attempt++) {
     const { port, release } = await reservePort();
     base.PORT = String(port);
