@@ -202,16 +202,30 @@ export class ProcessGroup {
   readonly processes: ServiceProcess[] = [];
 
   async start(service: ServiceName, opts: ServiceOptions): Promise<ServiceProcess> {
-    const port = opts.port ?? (await freePort());
-    const proc = new ServiceProcess(service, opts.env, port, {
-      label: opts.label ?? service,
-      healthTimeoutMs: opts.healthTimeoutMs,
-      echo: opts.echo,
-      built: opts.built,
-    });
-    this.processes.push(proc);
-    await proc.start();
-    return proc;
+    for (let attempt = 1; ; attempt++) {
+      const port = opts.port ?? (await freePort());
+      const proc = new ServiceProcess(service, opts.env, port, {
+        label: opts.label ?? service,
+        healthTimeoutMs: opts.healthTimeoutMs,
+        echo: opts.echo,
+        built: opts.built,
+      });
+      this.processes.push(proc);
+      try {
+        await proc.start();
+        return proc;
+      } catch (err) {
+        // A port chosen here can be taken by another connection before the child binds it,
+        // seconds later: the child exits with EADDRINUSE, and another port is tried. A port the
+        // caller chose (and built URLs from) cannot be replaced.
+        const taken =
+          opts.port === undefined &&
+          proc.exitStatus !== undefined &&
+          proc.lines.some((l) => l.text.includes('EADDRINUSE'));
+        if (!taken || attempt === 3) throw err;
+        this.processes.splice(this.processes.indexOf(proc), 1);
+      }
+    }
   }
 
   /** Every line every process (including earlier incarnations) printed. */
