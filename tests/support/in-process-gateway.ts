@@ -11,6 +11,7 @@ import { Writable } from 'node:stream';
 import { loadConfig, type AllInOneConfig } from '@vlt/config';
 import { createLogger } from '@vlt/telemetry';
 import { startAllInOne } from '@vlt/all-in-one';
+import { reservePort } from './ports.js';
 import { ownDatabase, realServices } from './services.js';
 
 export interface InProcessGateway {
@@ -59,11 +60,10 @@ export async function startInProcessGateway(
     base.DATABASE_URL = db.url;
     dropDatabase = db.drop;
   }
-  // The audience and issuer must be the URL clients use, known only after listen: reserve a port
-  // first, and hold it until the gateway is ready to listen. Released at once, it stayed free for
-  // the seconds the gateway takes to start, and any new connection could take it as its ephemeral
-  // port (EADDRINUSE in CI). A few milliseconds remain between release and listen, so a taken port
-  // means starting again on another.
+  // The audience and issuer must be the URL clients use, known before listen: reserve a port
+  // first (outside the ephemeral range, see ports.ts), and hold it until the gateway is ready to
+  // listen. A few milliseconds remain between release and listen, so a taken port means starting
+  // again on another.
   const callerBaseUrl = base.PUBLIC_BASE_URL;
   let gw: Awaited<ReturnType<typeof startAllInOne>>;
   let config: Readonly<AllInOneConfig>;
@@ -98,14 +98,4 @@ export async function startInProcessGateway(
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
-}
-
-/** A free port, held by a listener of our own until `release`. */
-async function reservePort(): Promise<{ port: number; release: () => Promise<void> }> {
-  const net = await import('node:net');
-  const reservation = net.createServer();
-  const port = await new Promise<number>((resolve) =>
-    reservation.listen(0, '127.0.0.1', () => resolve((reservation.address() as { port: number }).port)),
-  );
-  return { port, release: () => new Promise<void>((r) => reservation.close(() => r())) };
 }

@@ -4,12 +4,13 @@
  * Every stdout/stderr line is kept in memory (log assertions, failure reports).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
+import { freePort } from './ports.js';
+
+export { freePort };
 
 export type ServiceName = 'control-plane' | 'data-plane' | 'audit' | 'notifier' | 'all-in-one';
 
@@ -19,18 +20,6 @@ export interface LogLine {
   process: string;
   stream: 'stdout' | 'stderr';
   text: string;
-}
-
-/** A port nobody listens on right now (the OS picks it; a tiny race is acceptable in tests). */
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 // Children must not outlive the test worker, even when a suite crashes before afterAll.
@@ -215,9 +204,10 @@ export class ProcessGroup {
         await proc.start();
         return proc;
       } catch (err) {
-        // A port chosen here can be taken by another connection before the child binds it,
-        // seconds later: the child exits with EADDRINUSE, and another port is tried. A port the
-        // caller chose (and built URLs from) cannot be replaced.
+        // A port chosen here can still be taken before the child binds it, seconds later (by
+        // another test worker picking the same one): the child exits with EADDRINUSE, and
+        // another port is tried. A port the caller chose (and built URLs from) cannot be
+        // replaced.
         const taken =
           opts.port === undefined &&
           proc.exitStatus !== undefined &&
