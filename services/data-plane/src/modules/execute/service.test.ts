@@ -219,15 +219,34 @@ describe('Model B decides while execution_requested is stored (ADR 0072)', () =>
     expect(trace.stored).toEqual(['execution_requested', 'execution_error']);
   });
 
+  it('decides only once execution_requested has been handed to the bus, so it is stored meanwhile (ADR 0086)', async () => {
+    const { deps, trace, store, holdSent } = harness({});
+    // The bus has not written the request yet (a NATS publish leaves at the end of the turn).
+    const release = holdSent();
+    const result = outcome(executeModelB(deps, agent, call()));
+    await settle();
+    expect(trace.sentAsked).toEqual([['execution_requested']]);
+    // Nothing of the decision ran: the rate slot is its first step.
+    expect(trace.steps).toEqual(['publish execution_requested']);
+
+    release();
+    await settle();
+    expect(trace.steps).toEqual(['publish execution_requested', 'reserve rate slot']);
+    store(true);
+    expect(await result).toMatchObject({ status: 502 });
+  });
+
   it('answers only once the terminal event has been handed to the bus (ADR 0085)', async () => {
     const { deps, trace, store, holdSent } = harness({});
-    const release = holdSent();
     let done = false;
     const result = outcome(executeModelB(deps, agent, call())).finally(() => (done = true));
+    await settle();
+    const release = holdSent();
     store(true);
     await settle();
-    // Asked after the outcome was published, and the answer waits for the bus's reply.
-    expect(trace.sentAsked).toEqual([['execution_requested', 'execution_error']]);
+    // Asked after the outcome was published (the first ask: before deciding, ADR 0086), and the
+    // answer waits for the bus's reply.
+    expect(trace.sentAsked).toEqual([['execution_requested'], ['execution_requested', 'execution_error']]);
     expect(done).toBe(false);
     release();
     expect(await result).toMatchObject({ status: 502 });

@@ -120,6 +120,10 @@ export async function executeModelB(
   // Every call that names a usable connection is recorded, whatever is decided.
   const recorder = CallRecorder.begin(deps, agent, connection.id, meta, req.url);
   try {
+    // The decision runs while JetStream stores the request (ADR 0072), but a publish leaves at
+    // the end of the event loop's turn (ADR 0082): decided first, the record would wait for the
+    // decision, and the call for both in series (ADR 0086).
+    await deps.bus.sent();
     if (!policy) {
       throw recorder.deny({ status: 403, reason: 'no policy allows this agent to use this connection' });
     }
