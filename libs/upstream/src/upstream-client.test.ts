@@ -1,3 +1,4 @@
+import { createHook } from 'node:async_hooks';
 import type { ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -372,5 +373,40 @@ describe('time limits of one call', () => {
       streamedOwn: 'one two',
     });
     await c.close();
+  });
+
+  it('leaves no deadline timer behind once a buffered call has ended, answered or failed', async () => {
+    // A deadline no other timer here has, to tell this client's timers from undici's own.
+    const DEADLINE_MS = 54_321;
+    const pending = new Set<number>();
+    let set = 0;
+    const hook = createHook({
+      init(id, type, _trigger, resource) {
+        if (type !== 'Timeout' || (resource as { _idleTimeout?: number })._idleTimeout !== DEADLINE_MS)
+          return;
+        set++;
+        pending.add(id);
+      },
+      destroy: (id) => void pending.delete(id),
+    }).enable();
+    try {
+      const c = createUpstreamClient({
+        ssrfAllowCidrs: ['127.0.0.1/32'],
+        timeoutMs: 200,
+        deadlineMs: DEADLINE_MS,
+        resolver: async () => ['127.0.0.1'],
+        extraCa: [pki.caPem],
+      });
+      const get = (path: string) => kind(c.request({ url: at(path), method: 'GET', headers: {} }));
+      const outcomes = [await get('/ok'), await get('/ok'), await get('/slow'), await get('/big')];
+      expect(outcomes).toEqual(['ok', 'ok', 'timeout', 'ok']);
+      // Destroy hooks are emitted after the turn that cleared the timer.
+      await new Promise((r) => setTimeout(r, 20));
+      // One deadline per call was set, and none outlives its call.
+      expect({ set, pending: pending.size }).toEqual({ set: 4, pending: 0 });
+      await c.close();
+    } finally {
+      hook.disable();
+    }
   });
 });

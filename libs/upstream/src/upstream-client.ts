@@ -377,7 +377,20 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
 
   /** A buffered call once its slot is taken: the whole body, decoded and scrubbed. */
   async function requestBuffered(req: UpstreamRequest): Promise<UpstreamResponse> {
-    const deadline = AbortSignal.timeout(req.timeouts?.deadlineMs ?? deadlineMs);
+    // Cleared when the call ends: AbortSignal.timeout() would keep its timer, and what it
+    // holds, for the whole deadline after every call (a minute of calls at saturation).
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), req.timeouts?.deadlineMs ?? deadlineMs);
+    timer.unref();
+    try {
+      return await readBuffered(req, controller.signal);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The call itself, aborted by `deadline`. */
+  async function readBuffered(req: UpstreamRequest, deadline: AbortSignal): Promise<UpstreamResponse> {
     const res = await send(req, deadline);
     const secrets = secretFormsOf(req.secrets);
     const headers = responseHeaders(res.headers, secrets);
