@@ -13,18 +13,46 @@ import type * as ApiClient from '@vlt/test-support/api-client.js';
 import type { ProcessGroup, freePort as FreePort } from '@vlt/test-support/processes.js';
 import type { createTestPki } from '@vlt/test-support/test-pki.js';
 
+/** The line prefix of bench/gc-pauses.mjs's reports. */
+export const GC_PAUSE_PREFIX = 'vlt-bench-gc ';
+
+/** Node flags that load bench/gc-pauses.mjs into a process (a role or a service). */
+export const GC_PAUSE_ARGS = ['--import', new URL('./gc-pauses.mjs', import.meta.url).href];
+
+export interface GcPause {
+  /** `minor` (a scavenge), `major`, `incremental` or `weakcb`. */
+  kind: string;
+  ms: number;
+}
+
+/** The pauses bench/gc-pauses.mjs reported among `lines` (a process's output, line by line). */
+export function gcPausesIn(lines: readonly string[]): GcPause[] {
+  const pauses: GcPause[] = [];
+  for (const line of lines) {
+    if (!line.startsWith(GC_PAUSE_PREFIX)) continue;
+    const [kind = 'other', ms = 'NaN'] = line.slice(GC_PAUSE_PREFIX.length).split(' ');
+    pauses.push({ kind, ms: Number(ms) });
+  }
+  return pauses;
+}
+
 export interface BenchHarness {
   pki: Awaited<ReturnType<typeof createTestPki>>;
   group: ProcessGroup;
   freePort: typeof FreePort;
   api: typeof ApiClient;
   dataDir: string;
-  /** Starts `file` with `--role=<role>` and resolves with the port its first stdout line names. */
+  /**
+   * Starts `file` with `--role=<role>` (after `nodeArgs`) and resolves with the port its first
+   * stdout line names. Its stderr is passed on, and also kept in `stderr`, line by line, but for
+   * the pause reports of bench/gc-pauses.mjs, which are only kept.
+   */
   startRole(
     file: string,
     role: string,
     env: Record<string, string>,
-  ): Promise<{ child: ChildProcess; port: number }>;
+    nodeArgs?: string[],
+  ): Promise<{ child: ChildProcess; port: number; stderr: string[] }>;
   /** Runs at close while the services still run (client pools), last registered first. */
   onClose(fn: () => Promise<unknown>): void;
   /** Runs at close after the services stopped (dropping their database, purging their bus). */
@@ -57,17 +85,25 @@ export async function openBenchHarness(name: string, hardLimitMs: number): Promi
     freePort,
     api,
     dataDir,
-    startRole(file, role, env) {
+    startRole(file, role, env, nodeArgs = []) {
       // VLT_SERVICE_NODE_ARGS passes flags such as --cpu-prof to every role (profiling a bench).
       const extra = (process.env.VLT_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
-      const child = spawn(process.execPath, [...extra, '--import', 'tsx', file, `--role=${role}`], {
+      const args = [...extra, ...nodeArgs, '--import', 'tsx', file, `--role=${role}`];
+      const child = spawn(process.execPath, args, {
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
-        stdio: ['ignore', 'pipe', 'inherit'],
+        stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.push(child);
+      const stderr: string[] = [];
+      createInterface({ input: child.stderr! }).on('line', (line) => {
+        stderr.push(line);
+        if (!line.startsWith(GC_PAUSE_PREFIX)) process.stderr.write(`${line}\n`);
+      });
       return new Promise((resolve, reject) => {
         const rl = createInterface({ input: child.stdout! });
-        rl.once('line', (line) => resolve({ child, port: (JSON.parse(line) as { port: number }).port }));
+        rl.once('line', (line) =>
+          resolve({ child, port: (JSON.parse(line) as { port: number }).port, stderr }),
+        );
         child.once('exit', (code) => reject(new Error(`${role} exited with ${code}`)));
       });
     },

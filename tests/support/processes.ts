@@ -47,6 +47,8 @@ export interface ServiceOptions {
    * node_modules beside it): runs `node dist/services/<name>/main.js` there, without tsx.
    */
   built?: string;
+  /** Node flags for this process alone, before its entry point (a benchmark's preload). */
+  nodeArgs?: string[];
 }
 
 export class ServiceProcess {
@@ -61,7 +63,9 @@ export class ServiceProcess {
     readonly service: ServiceName,
     readonly env: Record<string, string>,
     port: number,
-    private readonly opts: Pick<ServiceOptions, 'healthTimeoutMs' | 'echo' | 'built'> & { label: string },
+    private readonly opts: Pick<ServiceOptions, 'healthTimeoutMs' | 'echo' | 'built' | 'nodeArgs'> & {
+      label: string;
+    },
   ) {
     this.label = opts.label;
     this.port = port;
@@ -87,7 +91,10 @@ export class ServiceProcess {
   async start(): Promise<void> {
     if (this.running) throw new Error(`${this.label} is already running`);
     // VLT_SERVICE_NODE_ARGS passes flags such as --cpu-prof to every service (profiling a bench).
-    const extra = (process.env.VLT_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    const extra = [
+      ...(process.env.VLT_SERVICE_NODE_ARGS ?? '').split(' ').filter(Boolean),
+      ...(this.opts.nodeArgs ?? []),
+    ];
     const built = this.opts.built;
     const args = built
       ? [...extra, path.join('dist', 'services', this.service, 'main.js')]
@@ -198,6 +205,7 @@ export class ProcessGroup {
         healthTimeoutMs: opts.healthTimeoutMs,
         echo: opts.echo,
         built: opts.built,
+        nodeArgs: opts.nodeArgs,
       });
       this.processes.push(proc);
       try {
