@@ -1,4 +1,10 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { context, ROOT_CONTEXT, trace, TraceFlags } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -162,5 +168,36 @@ describe('request serializer', () => {
     );
     expect(lines.join('')).not.toContain('S3CR3T');
     expect(lines[0]).toContain('/v1/connections/callback?code=REDACTED&state=REDACTED');
+  });
+});
+
+describe('default destination (stdout)', () => {
+  it('has written a line when the call returns, even while the threadpool is busy (ADR 0088)', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'vlt-logger-'));
+    try {
+      const fifo = path.join(dir, 'held');
+      execFileSync('mkfifo', [fifo]);
+      const stdoutFile = path.join(dir, 'stdout');
+      const stdout = openSync(stdoutFile, 'w');
+      const child = fileURLToPath(new URL('./testing/log-while-threadpool-busy-child.ts', import.meta.url));
+      // The child's stdout is the file itself, so a line is there once write(2) has returned.
+      const run = spawn(process.execPath, ['--import', 'tsx', child, fifo, stdoutFile], {
+        env: { ...process.env, UV_THREADPOOL_SIZE: '1' },
+        stdio: ['ignore', stdout, 'pipe'],
+        timeout: 60_000,
+      });
+      closeSync(stdout);
+      let stderr = '';
+      run.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+      await new Promise((resolve) => run.once('close', resolve));
+      expect(stderr).toContain('line written');
+      const line = readFileSync(stdoutFile, 'utf8').trim().split('\n').at(-1)!;
+      expect(JSON.parse(line)).toMatchObject({
+        service: 'probe',
+        msg: 'logged while the threadpool is busy',
+      });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

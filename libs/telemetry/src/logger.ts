@@ -98,7 +98,11 @@ export function createLogger(opts: CreateLoggerOptions): Logger {
       err: serializeError,
     },
   };
-  const logger = opts.destination ? pino(options, opts.destination) : pino(options);
+  // stdout is written synchronously, as Node writes process.stdout to a pipe or file on Linux.
+  // pino's default hands every line to the libuv threadpool: a thread hop per request's access
+  // line, lines held back while DNS or crypto fill the pool, and lost if the process is killed
+  // (ADR 0088).
+  const logger = pino(options, opts.destination ?? pino.destination({ dest: 1, sync: true }));
   // pino skips formatters for child bindings (`logger.child({ token })`), so they are redacted
   // here; children are created from this instance's prototype chain and inherit the override.
   const child = logger.child;
