@@ -7,6 +7,7 @@
  * Each run gets its own database and its own bus prefix, so runs never share state.
  */
 import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import type { TestProject } from 'vitest/node';
@@ -18,6 +19,8 @@ declare module 'vitest' {
     natsUrl: string;
     busPrefix: string;
     servicesMissing: string;
+    /** A migrated embedded data directory to copy from (tests/support/embedded-template.ts). */
+    embeddedTemplate: string;
   }
 }
 
@@ -74,6 +77,10 @@ export default async function setup(project: TestProject) {
   const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
   const missing: string[] = [];
   const containers: Started[] = [];
+  // Made while the services are looked for; awaited before any suite starts.
+  const { prepareEmbeddedTemplate } = await import('./support/embedded-template.js');
+  const embeddedTemplate = prepareEmbeddedTemplate();
+  embeddedTemplate.catch(() => undefined); // reported where it is awaited, not as unhandled
 
   let adminUrl = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
   let natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -117,6 +124,8 @@ export default async function setup(project: TestProject) {
   project.provide('natsUrl', natsUp ? natsUrl : '');
   project.provide('busPrefix', `t${runId}`);
   project.provide('servicesMissing', missing.join('; '));
+  const templateDir = await embeddedTemplate;
+  project.provide('embeddedTemplate', templateDir);
 
   const busPrefix = `t${runId}`;
   return async () => {
@@ -130,5 +139,6 @@ export default async function setup(project: TestProject) {
       );
     }
     for (const c of containers) await c.stop();
+    await rm(templateDir, { recursive: true, force: true });
   };
 }

@@ -11,6 +11,7 @@ import { Writable } from 'node:stream';
 import { loadConfig, type AllInOneConfig } from '@vlt/config';
 import { createLogger } from '@vlt/telemetry';
 import { startAllInOne } from '@vlt/all-in-one';
+import { seedEmbeddedDataDir } from './embedded-template.js';
 import { reservePort } from './ports.js';
 import { ownDatabase, realServices } from './services.js';
 
@@ -60,6 +61,9 @@ export async function startInProcessGateway(
     base.DATABASE_URL = db.url;
     dropDatabase = db.drop;
   }
+  // Only into the directory made above: a caller's own VLT_DATA_DIR may hold a database.
+  const template = realServices.embeddedTemplate();
+  if (template && !base.DATABASE_URL && !env.VLT_DATA_DIR) await seedEmbeddedDataDir(template, dataDir);
   // The audience and issuer must be the URL clients use, known before listen: reserve a port
   // first (outside the ephemeral range, see ports.ts), and hold it until the gateway is ready to
   // listen. A few milliseconds remain between release and listen, so a taken port means starting

@@ -13,6 +13,8 @@ export const realServices = {
   hasPostgres: () => inject('databaseUrl') !== '',
   hasNats: () => inject('natsUrl') !== '',
   missing: () => inject('servicesMissing'),
+  /** Where the run's migrated embedded database is (undefined outside the suites project). */
+  embeddedTemplate: (): string | undefined => inject('embeddedTemplate') || undefined,
 };
 
 /**
