@@ -5,9 +5,10 @@
  *
  * PGlite runs in a worker thread of its own (embedded-worker.mjs): every statement costs it about
  * a millisecond of CPU and an audit batch several, which on the request thread was a third of
- * the all-in-one's busy time and a stall of every request behind it (ADR 0061).
+ * the all-in-one's busy time and a stall of every request behind it (ADR 0061). A new directory's
+ * cluster is created by a worker of its own that ends before the serving one starts (ADR 0090).
  */
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 
@@ -15,15 +16,26 @@ import { Worker } from 'node:worker_threads';
 interface EmbeddedWorkerData {
   pgDir: string;
   maxConnections: number;
+  /** Create the cluster, close it and end, serving nothing. */
+  initOnly?: boolean;
 }
 type EmbeddedWorkerMessage =
-  { type: 'ready'; conn: string } | { type: 'failed'; message: string } | { type: 'stopped' };
+  | { type: 'ready'; conn: string }
+  | { type: 'initialised' }
+  | { type: 'failed'; message: string }
+  | { type: 'usage'; memory: NodeJS.MemoryUsage }
+  | { type: 'stopped' };
 
 export interface EmbeddedPostgres {
   /** `postgresql://postgres@127.0.0.1:<port>/postgres` */
   url: string;
   /** Closes connections, stops listening and flushes the database to disk. */
   stop(): Promise<void>;
+  /**
+   * The database thread's `process.memoryUsage()`: its own heap, external memory and array
+   * buffers (`rss` is the whole process's).
+   */
+  threadMemory(): Promise<NodeJS.MemoryUsage>;
 }
 
 export interface EmbeddedPostgresOptions {
@@ -49,13 +61,13 @@ export async function startEmbeddedPostgres(
   const pgDir = path.resolve(dataDir, 'pg');
   await mkdir(pgDir, { recursive: true });
   const releaseDir = await lockDataDir(path.resolve(dataDir, 'pg.lock'));
-  const data: EmbeddedWorkerData = { pgDir, maxConnections: opts.maxConnections ?? 32 };
-  // Beside this module, and beside the all-in-one's bundle in the production build. No
-  // process flags: some (--cpu-prof) are refused in workers.
-  const worker = new Worker(new URL('./embedded-worker.mjs', import.meta.url), {
-    workerData: data,
-    execArgv: [],
-  });
+  try {
+    if (!(await hasCluster(pgDir))) await createCluster(pgDir);
+  } catch (error) {
+    await releaseDir();
+    throw error;
+  }
+  const worker = startWorker({ pgDir, maxConnections: opts.maxConnections ?? 32 });
   let stopping = false;
   const ended = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
   worker.once('exit', (code) => {
@@ -67,17 +79,12 @@ export async function startEmbeddedPostgres(
       throw new Error(`the embedded database stopped unexpectedly (worker exit ${code})`);
     });
   });
-  const first = await new Promise<EmbeddedWorkerMessage>((resolve) => {
-    worker.once('message', resolve);
-    worker.once('error', (err) => resolve({ type: 'failed', message: err.message }));
-  });
+  const first = await firstAnswer(worker);
   if (first.type !== 'ready') {
     stopping = true;
     await worker.terminate();
     await releaseDir();
-    throw new Error(
-      `embedded database failed to start: ${first.type === 'failed' ? first.message : first.type}`,
-    );
+    throw startFailure(first);
   }
   const url = `postgresql://postgres@${first.conn}/postgres`;
   let stopped: Promise<void> | undefined;
@@ -93,7 +100,63 @@ export async function startEmbeddedPostgres(
         clearTimeout(late);
         await releaseDir();
       })()),
+    threadMemory: () => {
+      if (stopping) return Promise.reject(new Error('the embedded database is stopping'));
+      return new Promise((resolve) => {
+        const onMessage = (m: EmbeddedWorkerMessage) => {
+          if (m.type !== 'usage') return;
+          worker.off('message', onMessage);
+          resolve(m.memory);
+        };
+        worker.on('message', onMessage);
+        worker.postMessage({ type: 'usage' });
+      });
+    },
   };
+}
+
+/** Beside this module, and beside the all-in-one's bundle in the production build. */
+function startWorker(data: EmbeddedWorkerData): Worker {
+  // No process flags: some (--cpu-prof) are refused in workers.
+  return new Worker(new URL('./embedded-worker.mjs', import.meta.url), { workerData: data, execArgv: [] });
+}
+
+/** The worker's first message, or its error as a failure. */
+function firstAnswer(worker: Worker): Promise<EmbeddedWorkerMessage> {
+  return new Promise((resolve) => {
+    worker.once('message', resolve);
+    worker.once('error', (err) => resolve({ type: 'failed', message: err.message }));
+    worker.once('exit', (code) => resolve({ type: 'failed', message: `worker exit ${code}` }));
+  });
+}
+
+function startFailure(answer: EmbeddedWorkerMessage): Error {
+  const why = answer.type === 'failed' ? answer.message : answer.type;
+  return new Error(`embedded database failed to start: ${why}`);
+}
+
+/** PostgreSQL writes PG_VERSION into every cluster directory, and PGlite looks for it too. */
+async function hasCluster(pgDir: string): Promise<boolean> {
+  return access(path.join(pgDir, 'PG_VERSION')).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * Creating a cluster (initdb) leaves PGlite's thread holding several hundred MB that it never
+ * gives back, for as long as the database is served. Made by a worker of its own that then
+ * ends, that memory goes with its thread (ADR 0090).
+ */
+async function createCluster(pgDir: string): Promise<void> {
+  const worker = startWorker({ pgDir, maxConnections: 0, initOnly: true });
+  const ended = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  const answer = await firstAnswer(worker);
+  if (answer.type !== 'initialised') {
+    await worker.terminate();
+    throw startFailure(answer);
+  }
+  await ended;
 }
 
 /** How long the worker gets to flush the database before it is terminated. */
