@@ -92,6 +92,7 @@ describe('embedded PostgreSQL (PGlite)', () => {
     const marker = await prisma.workspace.create({ data: { name: 'survives-restart' } });
     await prisma.$disconnect();
     await db.stop();
+    await expect(db.threadMemory()).rejects.toThrow(/stopping/);
 
     db = await startEmbeddedPostgres(dataDir);
     prisma = createPrismaClient(db.url, { max: 4 });

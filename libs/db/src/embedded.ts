@@ -102,13 +102,18 @@ export async function startEmbeddedPostgres(
       })()),
     threadMemory: () => {
       if (stopping) return Promise.reject(new Error('the embedded database is stopping'));
-      return new Promise((resolve) => {
+      return new Promise((resolve, reject) => {
         const onMessage = (m: EmbeddedWorkerMessage) => {
           if (m.type !== 'usage') return;
-          worker.off('message', onMessage);
+          worker.off('message', onMessage).off('exit', onExit);
           resolve(m.memory);
         };
-        worker.on('message', onMessage);
+        // A thread that ends first never answers.
+        const onExit = () => {
+          worker.off('message', onMessage);
+          reject(new Error('the embedded database stopped'));
+        };
+        worker.on('message', onMessage).once('exit', onExit);
         worker.postMessage({ type: 'usage' });
       });
     },
