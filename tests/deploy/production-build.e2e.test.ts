@@ -5,7 +5,8 @@
  * split shape over the run's PostgreSQL and NATS; then one brokered call, with an answer large
  * enough to take the data plane's worker-thread path (a second file the build must ship).
  */
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -23,7 +24,7 @@ import {
   signUp,
 } from '../support/api-client.js';
 import { startE2eFixtures, type E2eFixtures } from '../support/e2e-fixtures.js';
-import { ProcessGroup, freePort, type ServiceProcess } from '../support/processes.js';
+import { ProcessGroup, freePort, repoRoot, type ServiceProcess } from '../support/processes.js';
 import { prepareProductionBuild } from '../support/production-build.js';
 import { ownDatabase, realServices } from '../support/services.js';
 
@@ -80,6 +81,15 @@ describe.skipIf(unavailable)('the production build (plain node, production depen
     expect(installed.has('fastify')).toBe(true);
     const built = await readdir(path.join(app, 'dist', 'services', 'data-plane'));
     expect(built).toEqual(expect.arrayContaining(['main.js', 'response-worker.js']));
+  });
+
+  it('installs the patched dependencies the workspace runs (ADR 0091)', async () => {
+    // libs/bus/test/nats-core-patch.test.ts checks what the workspace's copy does.
+    const fromBus = createRequire(path.join(repoRoot, 'libs/bus/package.json'));
+    const fromTransport = createRequire(fromBus.resolve('@nats-io/transport-node'));
+    const workspace = path.join(path.dirname(fromTransport.resolve('@nats-io/nats-core')), 'request.js');
+    const shipped = path.join(app, 'node_modules/@nats-io/nats-core/lib/request.js');
+    expect(await readFile(shipped, 'utf8')).toBe(await readFile(workspace, 'utf8'));
   });
 
   it('brokers a call end to end, a large answer through the worker thread', async () => {

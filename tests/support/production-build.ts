@@ -34,6 +34,8 @@ export async function prepareProductionBuild(dir: string): Promise<void> {
     await copy(path.join(repoRoot, file), path.join(dir, file));
   }
   await copy(path.join(repoRoot, 'prisma'), path.join(dir, 'prisma'), { recursive: true });
+  // The lockfile names these patches of dependencies; the install applies them.
+  await copy(path.join(repoRoot, 'patches'), path.join(dir, 'patches'), { recursive: true });
   // From the local store: everything the production set needs came with the full install.
   await run(
     'pnpm',
