@@ -2,7 +2,7 @@
  * A production build in a directory of its own, as deploy/Dockerfile makes it: every service
  * compiled by scripts/build-services.mjs into `<dir>/dist`, beside the workspace manifests, the
  * Prisma schema and production dependencies only, installed flat from the local store (so no
- * network). `ServiceProcess`'s `built` option then runs `node dist/services/<name>/main.js`
+ * network) with the workspace's dependency patches. `ServiceProcess`'s `built` option then runs `node dist/services/<name>/main.js`
  * there, without a TypeScript loader. Used by the production-build e2e test and by
  * `bench/gateway.ts --built`, which measures what ships.
  */
