@@ -25,6 +25,8 @@
  * main-thread pauses for garbage collection of the processes serving calls, with the share of
  * calls at c=1 that meet one: above 1 %, the pauses are within the p99 (ADR 0083).
  * `--built` runs the services as the production image does (compiled, plain node).
+ * `--db=postgres` runs the all-in-one on the PostgreSQL server at DATABASE_URL instead of its
+ * embedded database (ADR 0083).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
@@ -56,6 +58,11 @@ const SHAPE = process.argv.includes('--shape=split') ? 'split' : 'all-in-one';
  * helper each time a closure is made). The build and its offline install add to the setup.
  */
 const BUILT = process.argv.includes('--built');
+/**
+ * `--db=postgres`: the all-in-one on the PostgreSQL server at DATABASE_URL (its production
+ * option) instead of its embedded database, so the audit rows are stored outside its process.
+ */
+const EXTERNAL_DB = process.argv.includes('--db=postgres');
 const HARD_LIMIT_MS = BUILT ? 240_000 : 90_000;
 const ACCOUNT = { email: 'bench@tracker.test', apiToken: `itk_${randomBytes(12).toString('hex')}` };
 const BASIC = `Basic ${Buffer.from(`${ACCOUNT.email}:${ACCOUNT.apiToken}`).toString('base64')}`;
@@ -254,10 +261,20 @@ async function main() {
       jetStream = await openJetStreamProbe(natsUrl, `benchack${runId}`);
       h.afterServicesStop(() => jetStream!.close());
     } else {
+      let database: { DATABASE_URL: string } | undefined;
+      if (EXTERNAL_DB) {
+        const { createRunDatabase } = await import('@vlt/test-support/run-database.js');
+        const db = await createRunDatabase(
+          process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
+          `vlt_bench_${randomBytes(4).toString('hex')}`,
+        );
+        h.afterServicesStop(db.drop);
+        database = { DATABASE_URL: db.url };
+      }
       const aio = await group.start('all-in-one', {
         built,
         port,
-        env: { ...common, VLT_DATA_DIR: dataDir, VLT_MASTER_KEY: masterKey },
+        env: { ...common, VLT_DATA_DIR: dataDir, VLT_MASTER_KEY: masterKey, ...database },
         nodeArgs: GC_PAUSE_ARGS,
       });
       adminBase = aio.baseUrl;
@@ -477,7 +494,7 @@ async function main() {
     });
     const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-');
     console.log(
-      `\nGateway benchmark (${SHAPE} shape${BUILT ? ', production build' : ''}): ${ROUNDS} interleaved rounds of ${ROUND_MS} ms per mode and concurrency; setup ${(setupMs / 1000).toFixed(1)} s; node ${process.version}`,
+      `\nGateway benchmark (${SHAPE} shape${EXTERNAL_DB && SHAPE !== 'split' ? ' on PostgreSQL' : ''}${BUILT ? ', production build' : ''}): ${ROUNDS} interleaved rounds of ${ROUND_MS} ms per mode and concurrency; setup ${(setupMs / 1000).toFixed(1)} s; node ${process.version}`,
     );
     console.log(
       'mode         conc   requests    req/s   p50 ms   p99 ms  errors  vault-processes CPU %  proxy CPU ms/call',
