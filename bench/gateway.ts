@@ -223,18 +223,23 @@ async function main() {
     let adminBase: string;
     // Split shape: the JetStream publish every call waits for, measured on its own (c=1).
     let jetStream: Awaited<ReturnType<typeof openJetStreamProbe>> | undefined;
-    let gatewayBases: string[];
-    if (SHAPE === 'split') {
-      // Production shape, as the performance issue measured it: control plane, two data planes
-      // (the agent's calls alternate between them), the audit writer and the notifier over real
-      // PostgreSQL and NATS.
+    // A database of this run's own on the server at DATABASE_URL, dropped after the services stop.
+    const runDatabase = async (runId: string) => {
       const { createRunDatabase } = await import('@vlt/test-support/run-database.js');
-      const runId = randomBytes(4).toString('hex');
       const db = await createRunDatabase(
         process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
         `vlt_bench_${runId}`,
       );
       h.afterServicesStop(db.drop);
+      return db;
+    };
+    let gatewayBases: string[];
+    if (SHAPE === 'split') {
+      // Production shape, as the performance issue measured it: control plane, two data planes
+      // (the agent's calls alternate between them), the audit writer and the notifier over real
+      // PostgreSQL and NATS.
+      const runId = randomBytes(4).toString('hex');
+      const db = await runDatabase(runId);
       const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
       const { purgeNatsPrefix } = await import('@vlt/bus');
       h.afterServicesStop(async () => {
@@ -261,16 +266,9 @@ async function main() {
       jetStream = await openJetStreamProbe(natsUrl, `benchack${runId}`);
       h.afterServicesStop(() => jetStream!.close());
     } else {
-      let database: { DATABASE_URL: string } | undefined;
-      if (EXTERNAL_DB) {
-        const { createRunDatabase } = await import('@vlt/test-support/run-database.js');
-        const db = await createRunDatabase(
-          process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
-          `vlt_bench_${randomBytes(4).toString('hex')}`,
-        );
-        h.afterServicesStop(db.drop);
-        database = { DATABASE_URL: db.url };
-      }
+      const database = EXTERNAL_DB
+        ? { DATABASE_URL: (await runDatabase(randomBytes(4).toString('hex'))).url }
+        : undefined;
       const aio = await group.start('all-in-one', {
         built,
         port,
