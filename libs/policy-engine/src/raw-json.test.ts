@@ -4,14 +4,14 @@
  * streaming still equals buffering for every chunking.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { RedactionSpec } from '@vlt/contracts';
 import { planResponse } from './compile.js';
 import { ResponseFilterLimitError } from './errors.js';
 import type { Detector } from './pii-detectors.js';
 import { builtInClues } from './pii-detectors.js';
 import type { RawJsonCheck } from './raw-json.js';
-import { RAW_MAX_DEPTH, rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
+import { RAW_MAX_DEPTH, RawEventFrame, rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
 import type { ResponsePlan } from './response-filter.js';
 import { MAX_JSON_DEPTH, filterJsonValue } from './response-filter.js';
 import type { ResponseFilterCore } from './stream-filters.js';
@@ -773,5 +773,201 @@ describe('raw fast path, targeted cases', () => {
     expect(
       Buffer.from(runFilterCore(core('text/event-stream', withDeny), enc.encode(input))).toString(),
     ).toBe('data: {"first":1}\n\ndata: {"ok":1}\n\n');
+  });
+});
+
+describe('event frames: events that repeat one template around a string value', () => {
+  const openAi = (lit: string) =>
+    `data: {"id":"chatcmpl-9xKq","object":"chat.completion.chunk","created":1717495200,"model":"m-1",` +
+    `"choices":[{"index":0,"delta":{"content":${lit}},"logprobs":null,"finish_reason":null}],"system_fingerprint":"fp_44"}`;
+  const anthropic = (lit: string) =>
+    `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":${lit}}}`;
+  // A hole at a key: a frame there would pass `{"x":1,"x":2}`, whose first value the full path drops.
+  const atKey = (lit: string) => `data: {"x":1,${lit}:2}`;
+  // A hole followed by a number that may change, and by one redaction may rewrite.
+  const withNumber = (lit: string, n: number) => `data: {"t":${lit},"n":${n}}`;
+  const TEMPLATES = [openAi, anthropic, atKey, (lit: string) => withNumber(lit, 7)];
+
+  /** Literals as providers spell them (JSON.stringify) and as they may (escapes for plain characters). */
+  const literal = fc.oneof(
+    // Mostly text deltas, then anything a delta may hold, then a few chosen ones.
+    {
+      arbitrary: fc
+        .string({ unit: fc.constantFrom(...'ab Zé😀'), maxLength: 8 })
+        .map((t) => JSON.stringify(t)),
+      weight: 4,
+    },
+    {
+      arbitrary: fc
+        .string({ unit: fc.constantFrom(...'ab Z@.:+-0123456789é😀"\\\n\t\u0000x'.split('')), maxLength: 14 })
+        .map((t) => JSON.stringify(t)),
+      weight: 2,
+    },
+    fc.constantFrom(
+      '" jane.doe@example.com"',
+      '"a\\u0040b.io"',
+      '"+1 415 555 2671"',
+      '"x"',
+      '"ünï"',
+      '"\\/"',
+      '""',
+    ),
+  );
+  const streamArb = fc.record({
+    events: fc.array(
+      fc.record({ template: fc.nat({ max: 9 }), lit: literal, n: fc.constantFrom(7, 8, 4111111111111111) }),
+      { minLength: 2, maxLength: 24 },
+    ),
+    main: fc.nat({ max: TEMPLATES.length - 1 }),
+    nl: fc.constantFrom('\n', '\r\n', '\r'),
+  });
+
+  function eventsText(x: typeof streamArb extends fc.Arbitrary<infer T> ? T : never): string[] {
+    // Mostly the stream's own template, sometimes another one, as a stream's first and last events are.
+    return x.events.map((e) => {
+      const t = e.template < 8 ? x.main : e.template - 8;
+      const data = t === 3 ? withNumber(e.lit, e.n) : TEMPLATES[t]!(e.lit);
+      return data.split('\n').join(x.nl) + x.nl + x.nl;
+    });
+  }
+
+  function frameCore(plan: ResponsePlan, eventFrames: boolean, rawFastPath = true): ResponseFilterCore {
+    const c = createFilterCore('text/event-stream', plan, {}, undefined, { rawFastPath, eventFrames });
+    if (!c) throw new Error('expected a filter');
+    return c;
+  }
+
+  function framedHits<T>(fn: () => T): { result: T; hits: number } {
+    const spy = vi.spyOn(RawEventFrame.prototype, 'end');
+    try {
+      const result = fn();
+      return { result, hits: spy.mock.results.filter((r) => r.value !== -1).length };
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it('give the same bytes as reading every event whole, and as the full path, for any chunking', () => {
+    let hits = 0;
+    fc.assert(
+      fc.property(
+        planArb,
+        streamArb,
+        fc.array(fc.nat(), { maxLength: 10 }),
+        fc.boolean(),
+        (plan, x, splits, perEvent) => {
+          const events = eventsText(x).map((e) => enc.encode(e));
+          const bytes = concat(events);
+          const full = show(runFilterCore(frameCore(plan, false, false), bytes));
+          expect(show(runFilterCore(frameCore(plan, false), bytes))).toBe(full);
+          const run = framedHits(() => {
+            const c = frameCore(plan, true);
+            if (!perEvent)
+              return show(
+                streamed(
+                  c,
+                  bytes,
+                  splits.map((s) => s % (bytes.length + 1)),
+                ),
+              );
+            const out = events.flatMap((e) => c.push(e));
+            return show(concat([...out, ...c.end()]));
+          });
+          hits += run.hits;
+          expect(run.result).toBe(full);
+        },
+      ),
+      { numRuns: 600 },
+    );
+    expect(hits).toBeGreaterThan(200); // the frames did decide events, not only fall through
+  });
+
+  it('do not let an address through: an event of the frame whose delta holds one is redacted', () => {
+    const plan = builtInPlan([['email']]);
+    const clean = [' Hello', ' there', ' friend'].map((t) => `${openAi(JSON.stringify(t))}\n\n`);
+    const pii = `${openAi('" mail jane.doe@example.com"')}\n\n`;
+    const escaped = `${openAi('" a\\u0040b.io"')}\n\n`;
+    const { result, hits } = framedHits(() => {
+      const c = frameCore(plan, true);
+      return [...clean, pii, escaped, clean[0]!].map((e) => show(concat(c.push(enc.encode(e)))));
+    });
+    expect(result.slice(0, 3)).toEqual(clean);
+    expect(result[3]).toContain('"content":" mail [REDACTED_EMAIL]"');
+    expect(result[4]).toContain('"content":" [REDACTED_EMAIL]"'); // a@b.io
+    expect(result.join('')).not.toContain('jane.doe');
+    expect(result[5]).toBe(clean[0]);
+    // The last event: the first goes the full way, and the frame is cut from the second and third.
+    expect(hits).toBe(1);
+  });
+
+  it('are never cut at a key: a repeated key still goes to the full path', () => {
+    const plan = builtInPlan([['email']]);
+    const events = ['"a"', '"b"', '"c"', '"x"'].map((k) => `${atKey(k)}\n\n`);
+    const { result, hits } = framedHits(() => {
+      const c = frameCore(plan, true);
+      return events.map((e) => show(concat(c.push(enc.encode(e)))));
+    });
+    expect(result.slice(0, 3)).toEqual(events.slice(0, 3));
+    expect(result[3]).toBe('data: {"x":2}\n\n'); // JSON.parse keeps the last "x"; so does the filter
+    expect(hits).toBe(0);
+  });
+
+  describe('RawEventFrame', () => {
+    const plan = builtInPlan([[...KINDS]]);
+    const newCheck = () => rawJsonCheck(plan, decode)!;
+    /** Feeds `text` (one `data:` event) to the frame as SseFilter does: the JSON read, then learn. */
+    function learn(frame: RawEventFrame, check: RawJsonCheck, text: string): void {
+      const b = enc.encode(text);
+      expect(rawJsonEnd(b, 'data: '.length, b.length, check, false)).toBe(text.trimEnd().length);
+      frame.learn(b, 0, b.length, check);
+    }
+    const ev = (lit: string, nl = '\n') => `data: {"id":"c1","delta":{"text":${lit}},"n":1}${nl}${nl}`;
+
+    it('decides an event of the template from its literal, and nothing else', () => {
+      const check = newCheck();
+      const frame = new RawEventFrame();
+      learn(frame, check, ev('"Hel"'));
+      expect(frame.end(enc.encode(ev('"lo"')), 0, check)).toBe(-1); // one event: nothing to compare with yet
+      learn(frame, check, ev('"lo"'));
+      const next = ev('" world, ünï 😀"');
+      expect(frame.end(enc.encode(next), 0, check)).toBe(enc.encode(next).length);
+      // Within a longer buffer, at an offset: the event's own end.
+      const two = enc.encode(`xx${next}${next}`);
+      expect(frame.end(two, 2, check)).toBe(2 + enc.encode(next).length);
+      for (const other of [
+        ev('" jane.doe@example.com"'), // a literal the check refuses
+        ev('"a\\u0040b.io"'), // an escape
+        ev('"x","y":"z"'), // more than one literal in the hole
+        ev('"x'), // unterminated
+        ev('"lo"').replace('"c1"', '"c2"'), // another prefix
+        ev('"lo"').replace('"n":1', '"n":2'), // another suffix
+        ev('"lo"', '\r\n'),
+      ]) {
+        expect(frame.end(enc.encode(other), 0, check), other).toBe(-1);
+      }
+    });
+
+    it('learns nothing from events that end in a carriage return', () => {
+      const check = newCheck();
+      const frame = new RawEventFrame();
+      learn(frame, check, ev('"a"', '\r'));
+      learn(frame, check, ev('"b"', '\r'));
+      expect(frame.end(enc.encode(ev('"c"', '\r')), 0, check)).toBe(-1);
+    });
+
+    it('stops learning on a stream that no frame fits', () => {
+      const check = newCheck();
+      const frame = new RawEventFrame();
+      // Events that differ only in a number: no string value to cut at.
+      for (let n = 0; n < 8; n++) learn(frame, check, `data: {"t":"x","n":${n}}\n\n`);
+      learn(frame, check, ev('"a"'));
+      learn(frame, check, ev('"b"'));
+      expect(frame.end(enc.encode(ev('"c"')), 0, check)).toBe(-1);
+      // Unlike a fresh frame, which learns from the same two events.
+      const fresh = new RawEventFrame();
+      learn(fresh, check, ev('"a"'));
+      learn(fresh, check, ev('"b"'));
+      expect(fresh.end(enc.encode(ev('"c"')), 0, check)).toBe(enc.encode(ev('"c"')).length);
+    });
   });
 });

@@ -29,7 +29,7 @@ import { findDuplicateKey } from './json-util.js';
 import { ByteBuffer } from './byte-buffer.js';
 import { ResponseFilterLimitError, ResponseUnfilterableError } from './errors.js';
 import type { RawJsonCheck } from './raw-json.js';
-import { rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
+import { RawEventFrame, rawJsonCheck, rawJsonEnd, rawJsonUnchanged } from './raw-json.js';
 import type { ResponsePlan } from './response-filter.js';
 import { filterJsonValue, MAX_JSON_DEPTH, planNeedsStructure } from './response-filter.js';
 import { jsonBoundsViolation } from './json-bounds.js';
@@ -147,13 +147,18 @@ class SseFilter implements ResponseFilterCore {
   private scan = 0;
   private lineStart = 0;
   private atStreamStart = true;
+  /** Decides the events that repeat one template around a string value (raw-json.ts). */
+  private readonly frame: RawEventFrame | null;
 
   constructor(
     private readonly plan: ResponsePlan,
     private readonly codec: TextCodec,
     private readonly limits: StreamFilterLimits,
     private readonly raw: RawJsonCheck | null,
-  ) {}
+    eventFrames = true,
+  ) {
+    this.frame = raw !== null && eventFrames ? new RawEventFrame() : null;
+  }
 
   push(chunk: Uint8Array): Uint8Array[] {
     const out: Uint8Array[] = [];
@@ -255,11 +260,20 @@ class SseFilter implements ResponseFilterCore {
    */
   private skipUnchanged(b: Uint8Array, start: number): number {
     // The first event goes the full way: it may start with a BOM, which must be stripped.
-    if (this.raw === null || this.atStreamStart) return start;
+    const raw = this.raw;
+    if (raw === null || this.atStreamStart) return start;
+    const frame = this.frame;
     let off = start;
-    for (let e = rawEventEnd(b, off, this.raw, true); e !== -1; e = rawEventEnd(b, off, this.raw, true))
+    for (;;) {
+      let e = frame === null ? -1 : frame.end(b, off, raw);
+      if (e === -1) {
+        raw.spanCount = 0; // what learn reads must be this event's
+        e = rawEventEnd(b, off, raw, true);
+        if (e === -1) return off;
+        frame?.learn(b, off, e, raw);
+      }
       off = e;
-    return off;
+    }
   }
 
   end(): Uint8Array[] {
@@ -568,6 +582,11 @@ export interface FilterCoreOptions {
    * benchmark, which compare it with the full path; the output is the same either way.
    */
   rawFastPath?: boolean;
+  /**
+   * false: the event-stream filter reads every event whole, without frames (RawEventFrame).
+   * Only for the differential tests and the benchmark; the output is the same either way.
+   */
+  eventFrames?: boolean;
 }
 
 /**
@@ -599,7 +618,7 @@ export function createFilterCore(
     options.rawFastPath !== false && codec.asciiTransparent ? rawJsonCheck(plan, codec.decode) : null;
   switch (media.kind) {
     case 'sse':
-      return new SseFilter(plan, codec, l, raw());
+      return new SseFilter(plan, codec, l, raw(), options.eventFrames !== false);
     case 'ndjson':
       return new NdjsonFilter(plan, codec, l, raw());
     case 'json':
