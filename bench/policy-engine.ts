@@ -9,9 +9,10 @@
  * Targets (issue 4): decision ≤ 20 µs per request for a typical policy; streaming with redaction
  * ≥ 0.9× the throughput of passthrough.
  *
- * The last section compares the full parse path with the raw fast path (stream-filters.ts,
- * raw-json.ts) on the LLM stream, interleaved in the same run, for the typical policy (built-in
- * redactions and one custom pattern) and for the same policy without the custom pattern.
+ * The next section compares the full parse path with the raw fast path (stream-filters.ts,
+ * raw-json.ts), without and with its event frames (ADR 0092), on the LLM stream, interleaved in
+ * the same run, for the typical policy (built-in redactions and one custom pattern) and for the
+ * same policy without the custom pattern.
  *
  * The last section does the same for the LLM proxy's redaction across text deltas
  * (llm-stream-redaction.ts): its raw path against the parsing path, on the same stream.
