@@ -786,7 +786,7 @@ describe('event frames: events that repeat one template around a string value', 
   const atKey = (lit: string) => `data: {"x":1,${lit}:2}`;
   // A hole followed by a number that may change, and by one redaction may rewrite.
   const withNumber = (lit: string, n: number) => `data: {"t":${lit},"n":${n}}`;
-  const TEMPLATES = [openAi, anthropic, atKey, (lit: string) => withNumber(lit, 7)];
+  const TEMPLATES: ReadonlyArray<(lit: string, n: number) => string> = [openAi, anthropic, atKey, withNumber];
 
   /** Literals as providers spell them (JSON.stringify) and as they may (escapes for plain characters). */
   const literal = fc.oneof(
@@ -826,7 +826,7 @@ describe('event frames: events that repeat one template around a string value', 
     // Mostly the stream's own template, sometimes another one, as a stream's first and last events are.
     return x.events.map((e) => {
       const t = e.template < 8 ? x.main : e.template - 8;
-      const data = t === 3 ? withNumber(e.lit, e.n) : TEMPLATES[t]!(e.lit);
+      const data = TEMPLATES[t]!(e.lit, e.n);
       return data.split('\n').join(x.nl) + x.nl + x.nl;
     });
   }
@@ -941,7 +941,7 @@ describe('event frames: events that repeat one template around a string value', 
         ev('"x'), // unterminated
         ev('"lo"').replace('"c1"', '"c2"'), // another prefix
         ev('"lo"').replace('"n":1', '"n":2'), // another suffix
-        ev('"lo"', '\r\n'),
+        ev('"lo"', '\r\n'), // another suffix: CRLF
       ]) {
         expect(frame.end(enc.encode(other), 0, check), other).toBe(-1);
       }
