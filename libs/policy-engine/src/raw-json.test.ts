@@ -776,7 +776,7 @@ describe('raw fast path, targeted cases', () => {
   });
 });
 
-describe('event frames: events that repeat one template around a string value', () => {
+describe('event frames: events that repeat one template with a few values changed', () => {
   const openAi = (lit: string) =>
     `data: {"id":"chatcmpl-9xKq","object":"chat.completion.chunk","created":1717495200,"model":"m-1",` +
     `"choices":[{"index":0,"delta":{"content":${lit}},"logprobs":null,"finish_reason":null}],"system_fingerprint":"fp_44"}`;
@@ -786,7 +786,17 @@ describe('event frames: events that repeat one template around a string value', 
   const atKey = (lit: string) => `data: {"x":1,${lit}:2}`;
   // A hole followed by a number that may change, and by one redaction may rewrite.
   const withNumber = (lit: string, n: number) => `data: {"t":${lit},"n":${n}}`;
-  const TEMPLATES: ReadonlyArray<(lit: string, n: number) => string> = [openAi, anthropic, atKey, withNumber];
+  // OpenAI's Responses API: a sequence number before the delta, both changing every event.
+  const responses = (lit: string, _n: number, seq: number) =>
+    `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${seq},` +
+    `"item_id":"msg_1","output_index":0,"content_index":0,"delta":${lit}}`;
+  const TEMPLATES: ReadonlyArray<(lit: string, n: number, seq: number) => string> = [
+    openAi,
+    anthropic,
+    atKey,
+    withNumber,
+    responses,
+  ];
 
   /** Literals as providers spell them (JSON.stringify) and as they may (escapes for plain characters). */
   const literal = fc.oneof(
@@ -815,18 +825,24 @@ describe('event frames: events that repeat one template around a string value', 
   );
   const streamArb = fc.record({
     events: fc.array(
-      fc.record({ template: fc.nat({ max: 9 }), lit: literal, n: fc.constantFrom(7, 8, 4111111111111111) }),
+      fc.record({
+        template: fc.nat({ max: 9 }),
+        lit: literal,
+        n: fc.constantFrom(7, 8, -0.5, 4111111111111111),
+      }),
       { minLength: 2, maxLength: 24 },
     ),
     main: fc.nat({ max: TEMPLATES.length - 1 }),
+    // Up to where redaction may rewrite a number (12 digits and more take the full path).
+    seqBase: fc.constantFrom(0, 95, 99_999_999_990),
     nl: fc.constantFrom('\n', '\r\n', '\r'),
   });
 
   function eventsText(x: typeof streamArb extends fc.Arbitrary<infer T> ? T : never): string[] {
     // Mostly the stream's own template, sometimes another one, as a stream's first and last events are.
-    return x.events.map((e) => {
+    return x.events.map((e, seq) => {
       const t = e.template < 8 ? x.main : e.template - 8;
-      const data = TEMPLATES[t]!(e.lit, e.n);
+      const data = TEMPLATES[t]!(e.lit, e.n, x.seqBase + seq);
       return data.split('\n').join(x.nl) + x.nl + x.nl;
     });
   }
@@ -947,6 +963,28 @@ describe('event frames: events that repeat one template around a string value', 
       }
     });
 
+    it('leaves numbers open too: a sequence number and a delta in one frame', () => {
+      const check = newCheck();
+      const frame = new RawEventFrame();
+      const seqEv = (seq: string, lit: string) =>
+        `data: {"type":"response.output_text.delta","sequence_number":${seq},"delta":${lit}}\n\n`;
+      learn(frame, check, seqEv('4', '"Hel"'));
+      learn(frame, check, seqEv('5', '"lo"'));
+      for (const next of [seqEv('6', '" world"'), seqEv('10', '"x"'), seqEv('-1.25', '""')]) {
+        expect(frame.end(enc.encode(next), 0, check), next).toBe(enc.encode(next).length);
+      }
+      for (const other of [
+        seqEv('123456789012', '"x"'), // twelve digits: redaction may rewrite it
+        seqEv('1e5', '"x"'), // a positive exponent, likewise
+        seqEv('true', '"x"'), // not a number
+        seqEv('"6"', '"x"'), // a string where the frame has a number
+        seqEv('6', '7'), // a number where it has a string
+        seqEv('6', '" jane.doe@example.com"'),
+      ]) {
+        expect(frame.end(enc.encode(other), 0, check), other).toBe(-1);
+      }
+    });
+
     it('learns nothing from events that end in a carriage return', () => {
       const check = newCheck();
       const frame = new RawEventFrame();
@@ -958,8 +996,8 @@ describe('event frames: events that repeat one template around a string value', 
     it('stops learning on a stream that no frame fits', () => {
       const check = newCheck();
       const frame = new RawEventFrame();
-      // Events that differ only in a number: no string value to cut at.
-      for (let n = 0; n < 8; n++) learn(frame, check, `data: {"t":"x","n":${n}}\n\n`);
+      // Events that differ in a key: no value to cut at.
+      for (let n = 0; n < 8; n++) learn(frame, check, `data: {"t":"x","k${n}":1}\n\n`);
       learn(frame, check, ev('"a"'));
       learn(frame, check, ev('"b"'));
       expect(frame.end(enc.encode(ev('"c"')), 0, check)).toBe(-1);

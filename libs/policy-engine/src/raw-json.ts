@@ -90,14 +90,16 @@ export interface RawJsonCheck {
   /** The filter's codec: how the full path decodes the bytes the opaque detectors see. */
   readonly decode: (bytes: Uint8Array) => string;
   /**
-   * Where the string values of the last accepted text lie: [opening quote, after the closing
-   * quote) pairs, the first MAX_SPANS of them (RawEventFrame learns from them).
+   * Where the string and number values of the last text read lie, in order: [first byte, after
+   * the last) pairs, the first MAX_SPANS of them, and whether each is a number (RawEventFrame
+   * learns from them). Keys are never recorded.
    */
   readonly spans: Int32Array;
+  readonly spanIsNumber: Uint8Array;
   spanCount: number;
 }
 
-/** String values whose place rawJsonEnd records per text. */
+/** Values whose place rawJsonEnd records per text. */
 const MAX_SPANS = 16;
 
 /**
@@ -154,6 +156,7 @@ export function rawJsonCheck(plan: ResponsePlan, decode: (bytes: Uint8Array) => 
     opaque,
     decode,
     spans: new Int32Array(2 * MAX_SPANS),
+    spanIsNumber: new Uint8Array(MAX_SPANS),
     spanCount: 0,
   };
 }
@@ -392,15 +395,13 @@ export function rawJsonEnd(
         continue; // its first member's value
       }
     } else if (c === QUOTE) {
-      const open = i;
+      const from = i;
       i = scanString(b, i + 1, end, check, true);
-      if (i !== -1 && check.spanCount < MAX_SPANS) {
-        check.spans[2 * check.spanCount] = open;
-        check.spans[2 * check.spanCount + 1] = i;
-        check.spanCount++;
-      }
+      if (i !== -1) recordSpan(check, from, i, 0);
     } else if (c === MINUS || isDigit(c)) {
+      const from = i;
       i = scanNumber(b, i, end, check);
+      if (i !== -1) recordSpan(check, from, i, 1);
     } else if (c === 0x74) {
       i = scanWord(b, i, end, TRUE);
     } else if (c === 0x66) {
@@ -435,6 +436,15 @@ export function rawJsonEnd(
   }
 }
 
+function recordSpan(check: RawJsonCheck, from: number, to: number, isNumber: number): void {
+  const k = check.spanCount;
+  if (k === MAX_SPANS) return;
+  check.spans[2 * k] = from;
+  check.spans[2 * k + 1] = to;
+  check.spanIsNumber[k] = isNumber;
+  check.spanCount = k + 1;
+}
+
 /** True only if all of `b[start, end)` is JSON the full path provably leaves unchanged. */
 export function rawJsonUnchanged(b: Uint8Array, start: number, end: number, check: RawJsonCheck): boolean {
   return rawJsonEnd(b, start, end, check, true) === end;
@@ -443,6 +453,8 @@ export function rawJsonUnchanged(b: Uint8Array, start: number, end: number, chec
 const LF = 0x0a;
 /** The longest event a frame is learnt from: the event is kept to find what the next one changes. */
 const MAX_FRAMED_EVENT = 2048;
+/** The most values a frame leaves open (a delta, a sequence number, token counts). */
+const MAX_HOLES = 4;
 /** Learning attempts a stream may make ahead of its frame's hits (a stream no frame fits stops). */
 const LEARN_BUDGET = 8;
 
@@ -453,71 +465,127 @@ function bytesAt(b: Uint8Array, at: number, ref: Uint8Array): boolean {
   return at + ref.length <= b.length && compareBytes.call(ref, b, at, at + ref.length) === 0;
 }
 
+/** True when `a[af, at)` and `b[bf, bt)` are the same bytes. */
+function sameBytes(a: Uint8Array, af: number, at: number, b: Uint8Array, bf: number, bt: number): boolean {
+  return at - af === bt - bf && compareBytes.call(a, b, bf, bt, af, at) === 0;
+}
+
+/** An event the frame learnt from: a copy of its bytes and where its values lie in them. */
+interface LearntEvent {
+  bytes: Uint8Array;
+  spans: Int32Array;
+  isNumber: Uint8Array;
+}
+
 /**
- * Most events of an LLM stream are one template with one string value changed: the text delta.
- * rawEventEnd reads each of them whole, most of it the same id, model and keys as the last one.
- * A frame is such an event cut around one string value, [prefix, suffix), and decides an event
- * made of the prefix, any string literal scanString accepts, and the suffix, from those bytes
- * alone.
+ * Most events of an LLM stream are one template with a few values changed: the text delta, and
+ * in some APIs a sequence number or token counts. rawEventEnd reads each of them whole, most of
+ * it the same id, model and keys as the last one. A frame is such an event with those values cut
+ * out: fixed byte segments around holes, each hole a string or a number value. It decides an
+ * event made of the segments, with in each hole a token that scanString (a string hole) or
+ * scanNumber (a number hole) accepts, from those bytes alone.
  *
  * Why that is exactly rawEventEnd's answer: the frame is cut from an event rawEventEnd accepted
- * whole, at a string *value* it read (rawJsonEnd records their places). rawEventEnd reads left to
- * right, so it reaches the value's opening quote in the same state for any event with that
- * prefix. A string value leaves the state as it found it (depth and open keys; only keys are
- * remembered), so after any literal scanString accepts it reads the suffix as it did before and
- * stops at its end. The suffix ends with a line feed: after a carriage return, where the event
- * ends would depend on the next byte (CRLF).
+ * whole, and each hole is a place where rawJsonEnd read a value (it records where; never a key).
+ * The check reads left to right, so up to a hole it is in the same state for any event that
+ * starts with the same bytes. There it dispatches on the value's first byte: a quote to
+ * scanString, a minus or digit to scanNumber, as the frame requires. A value does not change the
+ * state (only keys are remembered), so after the token the check reads the next segment as it
+ * did before, and so on to the end of the last segment. That segment ends with a line feed:
+ * after a carriage return, where the event ends would depend on the next byte (CRLF).
  *
- * Which value to cut at: the one holding the first byte that differs from the last event the
- * frame learnt from. A frame that stops fitting only costs its check; learning is bounded by
- * LEARN_BUDGET, refilled by the frame's hits.
+ * How holes are chosen: the event is compared with the last one the frame learnt from, value by
+ * value. The bytes between values must be the same in both; a value whose bytes differ becomes
+ * a hole. A frame that stops fitting only costs its check; learning is bounded by LEARN_BUDGET,
+ * refilled by the frame's hits.
  */
 export class RawEventFrame {
-  private prefix: Uint8Array | null = null;
-  private suffix: Uint8Array | null = null;
+  /** Fixed bytes: one more segment than holes. */
+  private segments: Uint8Array[] | null = null;
+  /** Per hole: 1 for a number, 0 for a string. */
+  private holes: Uint8Array = new Uint8Array(0);
   /** The last event learnt from (a copy: a view would keep the whole chunk alive). */
-  private last: Uint8Array | null = null;
+  private last: LearntEvent | null = null;
   private budget = LEARN_BUDGET;
 
   /** The end of the event at `start` when the frame decides it unchanged, else -1. */
   end(b: Uint8Array, start: number, check: RawJsonCheck): number {
-    const prefix = this.prefix;
-    if (prefix === null) return -1;
-    const open = start + prefix.length;
-    if (open >= b.length || b[open] !== QUOTE || !bytesAt(b, start, prefix)) return -1;
-    const close = scanString(b, open + 1, b.length, check, true);
-    if (close === -1 || !bytesAt(b, close, this.suffix!)) return -1;
+    const segments = this.segments;
+    if (segments === null) return -1;
+    const holes = this.holes;
+    let i = start;
+    for (let k = 0; ; k++) {
+      const segment = segments[k]!;
+      if (!bytesAt(b, i, segment)) return -1;
+      i += segment.length;
+      if (k === holes.length) break;
+      if (i >= b.length) return -1;
+      const c = b[i]!;
+      if (holes[k] === 0) {
+        if (c !== QUOTE) return -1;
+        i = scanString(b, i + 1, b.length, check, true);
+      } else {
+        if (c !== MINUS && !isDigit(c)) return -1;
+        i = scanNumber(b, i, b.length, check);
+      }
+      if (i === -1) return -1;
+    }
     if (this.budget < LEARN_BUDGET) this.budget++;
-    return close + this.suffix!.length;
+    return i;
   }
 
   /**
-   * Called right after rawEventEnd accepted `b[start, end)` (its spans are in `check`): cuts the
-   * frame at the string value where this event first differs from the last one.
+   * Called right after rawEventEnd accepted `b[start, end)`, with that event's values recorded in
+   * `check`: frames the values in which this event differs from the last one learnt from.
    */
   learn(b: Uint8Array, start: number, end: number, check: RawJsonCheck): void {
     if (this.budget === 0) return;
     this.budget--;
-    const last = this.last;
     if (end - start > MAX_FRAMED_EVENT || b[end - 1] !== LF) {
       this.last = null;
       return;
     }
-    this.last = new Uint8Array(b.subarray(start, end));
-    if (last === null) return;
-    const n = Math.min(end - start, last.length);
-    let d = 0;
-    while (d < n && b[start + d] === last[d]) d++;
-    const at = start + d;
-    for (let k = 0; k < check.spanCount; k++) {
-      const from = check.spans[2 * k]!;
-      const to = check.spans[2 * k + 1]!;
-      if (from < start || to > end) break; // spans of another text: none of this event's
-      if (from <= at && at < to) {
-        this.prefix = new Uint8Array(b.subarray(start, from));
-        this.suffix = new Uint8Array(b.subarray(to, end));
-        return;
-      }
+    const n = check.spanCount;
+    const spans = new Int32Array(2 * n);
+    for (let k = 0; k < 2 * n; k++) {
+      const at = check.spans[k]! - start;
+      if (at < 0 || at > end - start) return; // not this event's values: learn nothing
+      spans[k] = at;
     }
+    const cur: LearntEvent = {
+      bytes: new Uint8Array(b.subarray(start, end)),
+      spans,
+      isNumber: check.spanIsNumber.slice(0, n),
+    };
+    const last = this.last;
+    this.last = cur;
+    if (last === null || last.spans.length !== spans.length) return;
+    const segments: Uint8Array[] = [];
+    const holes: number[] = [];
+    let segmentStart = 0;
+    let curAt = 0;
+    let lastAt = 0;
+    for (let k = 0; k < n; k++) {
+      const from = spans[2 * k]!;
+      const to = spans[2 * k + 1]!;
+      const lastFrom = last.spans[2 * k]!;
+      const lastTo = last.spans[2 * k + 1]!;
+      if (cur.isNumber[k] !== last.isNumber[k]) return;
+      if (!sameBytes(cur.bytes, curAt, from, last.bytes, lastAt, lastFrom)) return;
+      if (!sameBytes(cur.bytes, from, to, last.bytes, lastFrom, lastTo)) {
+        if (holes.length === MAX_HOLES) return;
+        segments.push(cur.bytes.slice(segmentStart, from));
+        holes.push(cur.isNumber[k]!);
+        segmentStart = to;
+      }
+      curAt = to;
+      lastAt = lastTo;
+    }
+    const size = cur.bytes.length;
+    if (holes.length === 0 || !sameBytes(cur.bytes, curAt, size, last.bytes, lastAt, last.bytes.length))
+      return;
+    segments.push(cur.bytes.slice(segmentStart, size));
+    this.segments = segments;
+    this.holes = Uint8Array.from(holes);
   }
 }

@@ -147,7 +147,7 @@ class SseFilter implements ResponseFilterCore {
   private scan = 0;
   private lineStart = 0;
   private atStreamStart = true;
-  /** Decides the events that repeat one template around a string value (raw-json.ts). */
+  /** Decides the events that repeat one template with a few values changed (raw-json.ts). */
   private readonly frame: RawEventFrame | null;
 
   constructor(
