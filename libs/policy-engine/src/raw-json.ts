@@ -460,21 +460,18 @@ const LEARN_BUDGET = 8;
 
 const compareBytes = Buffer.prototype.compare;
 
-/** True when `b` holds `ref` at `at` (native memcmp: a third of a loop's cost on 150 bytes). */
-function bytesAt(b: Uint8Array, at: number, ref: Uint8Array): boolean {
-  return at + ref.length <= b.length && compareBytes.call(ref, b, at, at + ref.length) === 0;
-}
-
 /** True when `a[af, at)` and `b[bf, bt)` are the same bytes. */
 function sameBytes(a: Uint8Array, af: number, at: number, b: Uint8Array, bf: number, bt: number): boolean {
   return at - af === bt - bf && compareBytes.call(a, b, bf, bt, af, at) === 0;
 }
 
-/** An event the frame learnt from: a copy of its bytes and where its values lie in them. */
+/**
+ * An event kept to learn a frame from: a copy of its bytes and where its values lie in them,
+ * three numbers per value (first byte, after the last, 1 for a number).
+ */
 interface LearntEvent {
   bytes: Uint8Array;
-  spans: Int32Array;
-  isNumber: Uint8Array;
+  values: Int32Array;
 }
 
 /**
@@ -500,10 +497,13 @@ interface LearntEvent {
  * refilled by the frame's hits.
  */
 export class RawEventFrame {
-  /** Fixed bytes: one more segment than holes. */
+  /**
+   * The fixed bytes, one more segment than holes: views of one copy of the event the frame was
+   * cut from (one backing store per frame, not one per segment).
+   */
   private segments: Uint8Array[] | null = null;
   /** Per hole: 1 for a number, 0 for a string. */
-  private holes: Uint8Array = new Uint8Array(0);
+  private holes: number[] = [];
   /** The last event learnt from (a copy: a view would keep the whole chunk alive). */
   private last: LearntEvent | null = null;
   private budget = LEARN_BUDGET;
@@ -516,8 +516,10 @@ export class RawEventFrame {
     let i = start;
     for (let k = 0; ; k++) {
       const segment = segments[k]!;
-      if (!bytesAt(b, i, segment)) return -1;
-      i += segment.length;
+      const to = i + segment.length;
+      // The three-argument compare: a source range costs two more offset checks per call.
+      if (to > b.length || compareBytes.call(segment, b, i, to) !== 0) return -1;
+      i = to;
       if (k === holes.length) break;
       if (i >= b.length) return -1;
       const c = b[i]!;
@@ -546,36 +548,36 @@ export class RawEventFrame {
       return;
     }
     const n = check.spanCount;
-    const spans = new Int32Array(2 * n);
-    for (let k = 0; k < 2 * n; k++) {
-      const at = check.spans[k]! - start;
-      if (at < 0 || at > end - start) return; // not this event's values: learn nothing
-      spans[k] = at;
+    const values = new Int32Array(3 * n);
+    for (let k = 0; k < n; k++) {
+      const from = check.spans[2 * k]! - start;
+      const to = check.spans[2 * k + 1]! - start;
+      if (from < 0 || to > end - start) return; // not this event's values: learn nothing
+      values[3 * k] = from;
+      values[3 * k + 1] = to;
+      values[3 * k + 2] = check.spanIsNumber[k]!;
     }
-    const cur: LearntEvent = {
-      bytes: new Uint8Array(b.subarray(start, end)),
-      spans,
-      isNumber: check.spanIsNumber.slice(0, n),
-    };
+    const cur: LearntEvent = { bytes: new Uint8Array(b.subarray(start, end)), values };
     const last = this.last;
     this.last = cur;
-    if (last === null || last.spans.length !== spans.length) return;
+    if (last === null || last.values.length !== values.length) return;
     const segments: Uint8Array[] = [];
     const holes: number[] = [];
     let segmentStart = 0;
     let curAt = 0;
     let lastAt = 0;
-    for (let k = 0; k < n; k++) {
-      const from = spans[2 * k]!;
-      const to = spans[2 * k + 1]!;
-      const lastFrom = last.spans[2 * k]!;
-      const lastTo = last.spans[2 * k + 1]!;
-      if (cur.isNumber[k] !== last.isNumber[k]) return;
+    for (let k = 0; k < values.length; k += 3) {
+      const from = values[k]!;
+      const to = values[k + 1]!;
+      const isNumber = values[k + 2]!;
+      const lastFrom = last.values[k]!;
+      const lastTo = last.values[k + 1]!;
+      if (isNumber !== last.values[k + 2]) return;
       if (!sameBytes(cur.bytes, curAt, from, last.bytes, lastAt, lastFrom)) return;
       if (!sameBytes(cur.bytes, from, to, last.bytes, lastFrom, lastTo)) {
         if (holes.length === MAX_HOLES) return;
-        segments.push(cur.bytes.slice(segmentStart, from));
-        holes.push(cur.isNumber[k]!);
+        segments.push(cur.bytes.subarray(segmentStart, from));
+        holes.push(isNumber);
         segmentStart = to;
       }
       curAt = to;
@@ -584,8 +586,10 @@ export class RawEventFrame {
     const size = cur.bytes.length;
     if (holes.length === 0 || !sameBytes(cur.bytes, curAt, size, last.bytes, lastAt, last.bytes.length))
       return;
-    segments.push(cur.bytes.slice(segmentStart, size));
+    segments.push(cur.bytes.subarray(segmentStart, size));
     this.segments = segments;
-    this.holes = Uint8Array.from(holes);
+    this.holes = holes;
+    // Kept by every open stream; relearning after a miss starts from the next accepted event.
+    this.last = null;
   }
 }
