@@ -90,12 +90,11 @@ export interface RawJsonCheck {
   /** The filter's codec: how the full path decodes the bytes the opaque detectors see. */
   readonly decode: (bytes: Uint8Array) => string;
   /**
-   * Where the string and number values of the last text read lie, in order: [first byte, after
-   * the last) pairs, the first MAX_SPANS of them, and whether each is a number (RawEventFrame
-   * learns from them). Keys are never recorded.
+   * Where the string and number values of the last text read lie, in order, three numbers per
+   * value: first byte, after the last, 1 for a number. The first MAX_SPANS values only;
+   * RawEventFrame learns from them. Keys are never recorded.
    */
   readonly spans: Int32Array;
-  readonly spanIsNumber: Uint8Array;
   spanCount: number;
 }
 
@@ -155,8 +154,7 @@ export function rawJsonCheck(plan: ResponsePlan, decode: (bytes: Uint8Array) => 
     keySets: [],
     opaque,
     decode,
-    spans: new Int32Array(2 * MAX_SPANS),
-    spanIsNumber: new Uint8Array(MAX_SPANS),
+    spans: new Int32Array(3 * MAX_SPANS),
     spanCount: 0,
   };
 }
@@ -439,9 +437,9 @@ export function rawJsonEnd(
 function recordSpan(check: RawJsonCheck, from: number, to: number, isNumber: number): void {
   const k = check.spanCount;
   if (k === MAX_SPANS) return;
-  check.spans[2 * k] = from;
-  check.spans[2 * k + 1] = to;
-  check.spanIsNumber[k] = isNumber;
+  check.spans[3 * k] = from;
+  check.spans[3 * k + 1] = to;
+  check.spans[3 * k + 2] = isNumber;
   check.spanCount = k + 1;
 }
 
@@ -550,12 +548,12 @@ export class RawEventFrame {
     const n = check.spanCount;
     const values = new Int32Array(3 * n);
     for (let k = 0; k < n; k++) {
-      const from = check.spans[2 * k]! - start;
-      const to = check.spans[2 * k + 1]! - start;
+      const from = check.spans[3 * k]! - start;
+      const to = check.spans[3 * k + 1]! - start;
       if (from < 0 || to > end - start) return; // not this event's values: learn nothing
       values[3 * k] = from;
       values[3 * k + 1] = to;
-      values[3 * k + 2] = check.spanIsNumber[k]!;
+      values[3 * k + 2] = check.spans[3 * k + 2]!;
     }
     const cur: LearntEvent = { bytes: new Uint8Array(b.subarray(start, end)), values };
     const last = this.last;
