@@ -587,7 +587,8 @@ export class RawEventFrame {
     segments.push(cur.bytes.subarray(segmentStart, size));
     this.segments = segments;
     this.holes = holes;
-    // Kept by every open stream; relearning after a miss starts from the next accepted event.
+    // Every open stream keeps its frame; the event it was compared with need not stay too.
+    // Relearning after a miss then starts from the next accepted event.
     this.last = null;
   }
 }
