@@ -27,9 +27,12 @@
  * `--built` runs the services as the production image does (compiled, plain node).
  * `--db=postgres` runs the all-in-one on the PostgreSQL server at DATABASE_URL instead of its
  * embedded database (ADR 0083).
+ * `--profile` writes a CPU profile of every vault process and of the bare proxy, and prints a
+ * summary of each over the measured rounds (bench/cpu-profile.ts).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent, Pool, request } from 'undici';
@@ -44,6 +47,7 @@ import {
   procCpuSeconds,
   type GcPause,
 } from './harness.js';
+import { cpuProfileArgs, monotonicUs, printCpuProfiles, type ProfileWindow } from './cpu-profile.js';
 import { openJetStreamProbe } from './support.js';
 
 const THIS_FILE = fileURLToPath(import.meta.url);
@@ -63,6 +67,8 @@ const BUILT = process.argv.includes('--built');
  * option) instead of its embedded database, so the audit rows are stored outside its process.
  */
 const EXTERNAL_DB = process.argv.includes('--db=postgres');
+/** `--profile`: CPU profiles of the vault's processes and the bare proxy, summarised at the end. */
+const PROFILE = process.argv.includes('--profile');
 const HARD_LIMIT_MS = BUILT ? 240_000 : 90_000;
 const ACCOUNT = { email: 'bench@tracker.test', apiToken: `itk_${randomBytes(12).toString('hex')}` };
 const BASIC = `Basic ${Buffer.from(`${ACCOUNT.email}:${ACCOUNT.apiToken}`).toString('base64')}`;
@@ -117,6 +123,8 @@ async function runPassthrough() {
       body: json && text ? JSON.parse(text) : text,
     };
   });
+  // Exiting, rather than dying of the signal, is what writes a `--cpu-prof` profile.
+  process.once('SIGTERM', () => void app.close().finally(() => process.exit(0)));
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();
   console.log(JSON.stringify({ port: typeof addr === 'object' && addr ? addr.port : 0 }));
@@ -184,6 +192,10 @@ async function main() {
   const started = Date.now();
   const h = await openBenchHarness('gateway', HARD_LIMIT_MS);
   const { pki, group, freePort, api, dataDir } = h;
+  // Kept after the run (the data directory is not), for DevTools.
+  const profileRoot = PROFILE ? await mkdtemp(path.join(tmpdir(), 'vlt-bench-profiles-')) : '';
+  const profiled = (label: string) => (PROFILE ? cpuProfileArgs(path.join(profileRoot, label)) : []);
+  let printProfiles: (() => Promise<void>) | undefined;
 
   try {
     const upstream = await h.startRole(THIS_FILE, 'upstream', {
@@ -196,7 +208,7 @@ async function main() {
       THIS_FILE,
       'passthrough',
       { BENCH_BASIC: BASIC, NODE_EXTRA_CA_CERTS: pki.caPath },
-      GC_PAUSE_ARGS,
+      [...GC_PAUSE_ARGS, ...profiled('passthrough')],
     );
     // A host name, as providers have: the data plane resolves it for its SSRF check (ADR 0079).
     const upstreamBase = `https://localhost:${upstream.port}`;
@@ -254,12 +266,24 @@ async function main() {
         built,
         port,
         env: { ...bus, DATABASE_URL: db.url, VLT_MASTER_KEY: masterKey },
+        nodeArgs: profiled('control-plane'),
       });
+      const dataPlane = (label: string) =>
+        group.start('data-plane', {
+          built,
+          label,
+          env: bus,
+          nodeArgs: [...GC_PAUSE_ARGS, ...profiled(label)],
+        });
       const [dp1, dp2] = await Promise.all([
-        group.start('data-plane', { built, label: 'data-plane-1', env: bus, nodeArgs: GC_PAUSE_ARGS }),
-        group.start('data-plane', { built, label: 'data-plane-2', env: bus, nodeArgs: GC_PAUSE_ARGS }),
-        group.start('audit', { built, env: { ...bus, DATABASE_URL: db.url } }),
-        group.start('notifier', { built, env: { ...bus, DATABASE_URL: db.url } }),
+        dataPlane('data-plane-1'),
+        dataPlane('data-plane-2'),
+        group.start('audit', { built, env: { ...bus, DATABASE_URL: db.url }, nodeArgs: profiled('audit') }),
+        group.start('notifier', {
+          built,
+          env: { ...bus, DATABASE_URL: db.url },
+          nodeArgs: profiled('notifier'),
+        }),
       ]);
       adminBase = cp.baseUrl;
       gatewayBases = [dp1!.baseUrl, dp2!.baseUrl];
@@ -273,7 +297,7 @@ async function main() {
         built,
         port,
         env: { ...common, VLT_DATA_DIR: dataDir, VLT_MASTER_KEY: masterKey, ...database },
-        nodeArgs: GC_PAUSE_ARGS,
+        nodeArgs: [...GC_PAUSE_ARGS, ...profiled('all-in-one')],
       });
       adminBase = aio.baseUrl;
       gatewayBases = [aio.baseUrl];
@@ -417,6 +441,7 @@ async function main() {
     const pauses = new Map<string, GcPause[]>();
     const results = new Map<string, Sample>();
     const jetStreamAck: number[] = [];
+    const measured: ProfileWindow = { fromUs: monotonicUs(), toUs: Infinity };
     for (const concurrency of [1, SATURATION]) {
       for (let r = 0; r < ROUNDS; r++) {
         for (const t of targets) {
@@ -474,6 +499,7 @@ async function main() {
         }
       }
     }
+    measured.toUs = monotonicUs();
 
     const rows = [...results].map(([key, sample]) => {
       const [mode, c] = key.split('@') as [Mode, string];
@@ -566,9 +592,35 @@ async function main() {
       ].join('; '),
     );
     console.log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    if (PROFILE) {
+      const gatewayCalls = get('gateway', 1).requests + get('gateway', SATURATION).requests;
+      const passthroughCalls = get('passthrough', 1).requests + get('passthrough', SATURATION).requests;
+      const profiles = [
+        ...group.processes.map((p) => ({
+          label: p.label,
+          dir: path.join(profileRoot, p.label),
+          calls: gatewayCalls,
+          per: 'gateway call',
+        })),
+        {
+          label: 'passthrough',
+          dir: path.join(profileRoot, 'passthrough'),
+          calls: passthroughCalls,
+          per: 'passthrough call',
+        },
+      ];
+      // The processes write their profiles as they exit, after the services are stopped.
+      printProfiles = async () => {
+        console.log(
+          `CPU profiles over the measured rounds, c=1 and c=${SATURATION} (files in ${profileRoot}):`,
+        );
+        await printCpuProfiles(profiles, measured);
+      };
+    }
   } finally {
     await h.close();
   }
+  await printProfiles?.();
 }
 
 /**
