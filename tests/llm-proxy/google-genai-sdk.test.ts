@@ -188,6 +188,15 @@ describe.each(SHAPES)('@google/genai SDK through the LLM proxy (%s)', (shape) =>
       expect(text).toContain('[REDACTED_EMAIL]');
     });
 
+    // Regression: the per-event filter ran first and redacted `ce@example.com` on its own, so the
+    // delta stage let `ali` out: the SDK read `Mail ali[REDACTED_EMAIL] now.`
+    it('redacts an address whose second delta is an address on its own; its start never shows', async () => {
+      const b = await bind({ rules: REDACT });
+      fx.mock.stream = { parts: ['Mail ali', 'ce@example.com', ' now.'] };
+      const { text } = await streamedText(client(b.token));
+      expect(text).toBe('Mail [REDACTED_EMAIL] now.');
+    });
+
     it('redacts an address inside one chunk whose bytes arrive in two network writes', async () => {
       const b = await bind({ rules: REDACT });
       fx.mock.stream = {

@@ -8,14 +8,17 @@ import {
   ssnDetector,
   type Detector,
 } from './pii-detectors.js';
+import { planResponse } from './compile.js';
 import {
   createLlmStreamRedaction,
+  createLlmStreamRedactionCore,
   holdBackFrom,
   MAX_HELD,
   type LlmStreamProtocol,
 } from './llm-stream-redaction.js';
 import { redactText } from './redaction.js';
-import { throughChunks } from './test-fixtures.js';
+import { chainFilterCores, createFilterCore, toNodeTransform } from './stream-filters.js';
+import { runtime, throughChunks } from './test-fixtures.js';
 
 const detectors: Detector[] = [
   emailDetector(),
@@ -521,4 +524,116 @@ describe('redaction across tool-call argument deltas', () => {
       expect(JSON.parse(toolArgs(protocol, out).args)).toEqual({ to: '[REDACTED_EMAIL]', subject: 'Hi' });
     },
   );
+});
+
+describe('the stage before the per-event filter, as the data plane chains them', () => {
+  const plan = planResponse(
+    runtime({
+      rules: {
+        response: [
+          {
+            label: 'pii',
+            match: {},
+            filter: {
+              redact: [
+                { type: 'email' },
+                { type: 'phone' },
+                { type: 'ssn' },
+                { type: 'credit_card' },
+                { type: 'ip_address' },
+              ],
+            },
+          },
+        ],
+      },
+    }),
+    { method: 'POST', path: '/v1/chat/completions' },
+  );
+  /** `sse` through the delta stage and then the response filter, in one core (respond.ts). */
+  const throughChain = (protocol: LlmStreamProtocol, sse: string, sizes: number[]) =>
+    throughChunks(
+      toNodeTransform(
+        chainFilterCores(
+          createLlmStreamRedactionCore(protocol, plan!.detectors),
+          createFilterCore('text/event-stream', plan)!,
+        ),
+      ),
+      sse,
+      sizes,
+    );
+
+  // Regression: with the filter first, `ce@example.com` reached the stage as a marker already,
+  // and the stage let `ali` go: the agent read `Mail ali[REDACTED_EMAIL] now.`
+  it.each(PROTOCOLS)(
+    '%s: a delta that is an address on its own does not let the start of the address out',
+    async (protocol) => {
+      const out = await throughChain(
+        protocol,
+        providerStream(protocol, ['Mail ali', 'ce@example.com', ' now.']),
+        [1000],
+      );
+      expect(sdkText(protocol, out)).toBe('Mail [REDACTED_EMAIL] now.');
+      expect(out).not.toContain('ali');
+    },
+  );
+
+  const piece = fc.constantFrom(
+    'jane.doe@example.com',
+    'x.y@a.io',
+    '+1 (415) 555-2671',
+    '123-45-6789',
+    '4111 1111 1111 1111',
+    '10.0.0.1',
+    'a',
+  );
+  // Words between the pieces: where two numeric shapes touch, the detectors' overlaps resolve
+  // differently over the whole text and over a delta, and the filter may redact more than the
+  // whole text's redaction (never less). Cut anywhere, as here, an address's tail is often an
+  // address of its own, the case the regression above pins down.
+  const text = fc.array(piece, { maxLength: 12 }).map((parts) => parts.join(' lorem '));
+  const sizes = fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 6 });
+
+  it.each(PROTOCOLS)(
+    '%s: for any deltas and any byte chunking, the SDK text equals the whole text redacted',
+    async (protocol) => {
+      await fc.assert(
+        fc.asyncProperty(text, sizes, sizes, async (t, cuts, chunks) => {
+          const out = await throughChain(
+            protocol,
+            providerStream(protocol, deltasOf(t, cuts)),
+            chunks.map((c) => c * 5),
+          );
+          expect(sdkText(protocol, out)).toBe(redactText(t, plan!.detectors));
+        }),
+        { numRuns: 100 },
+      );
+    },
+  );
+});
+
+describe('an event that never ends', () => {
+  // Regression: the stage kept every byte of an event until its blank line. It now runs first,
+  // with no filter before it to bound an event.
+  it('is passed on as it arrives, holding at most MAX_EVENT_BYTES; the next event is read again', () => {
+    const core = createLlmStreamRedactionCore('openai', detectors);
+    const chunk = Buffer.from(`data: {"x":"${'a'.repeat(64 * 1024)}`);
+    let sent = 0;
+    let out = '';
+    for (let i = 0; i < 48; i++) {
+      for (const part of core.push(chunk)) {
+        sent += part.length;
+        out += Buffer.from(part).toString('utf8');
+      }
+      // What it holds back is what was written less what it sent.
+      expect((i + 1) * chunk.length - sent).toBeLessThanOrEqual(1024 * 1024 + chunk.length);
+    }
+    const next = providerStream('openai', ['Write to alice@exa', 'mple.com today.']);
+    for (const part of [...core.push(Buffer.from(`"}\n\n${next}`)), ...core.end()]) {
+      out += Buffer.from(part).toString('utf8');
+    }
+    expect(out.startsWith(`data: {"x":"${'a'.repeat(64 * 1024)}`)).toBe(true);
+    const [big, ...rest] = out.split('\n\n');
+    expect(big!.length).toBe(48 * chunk.length + 2);
+    expect(sdkText('openai', rest.join('\n\n'))).toBe('Write to [REDACTED_EMAIL] today.');
+  });
 });

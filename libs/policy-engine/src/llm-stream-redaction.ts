@@ -11,8 +11,12 @@
  * agent's SDK accumulates the same text, shifted by at most MAX_HELD characters.
  *
  * Bounded and linear: an event larger than MAX_EVENT_BYTES, or anything that is not one of the
- * provider's JSON events, passes unchanged (the per-event filters before this stage still
- * applied to it); held text never exceeds MAX_HELD characters per slot.
+ * provider's JSON events, passes unchanged (the per-event filter after this stage still applies
+ * to it); held text never exceeds MAX_HELD characters per slot.
+ *
+ * The data plane runs this stage before the per-event filter, on the provider's own text: a
+ * delta that is a match on its own (`ce@example.com` after `ali`) would otherwise reach it as a
+ * marker already, and the start of the match (`ali`) would go out as plain text.
  */
 import type { Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
@@ -279,7 +283,7 @@ const isIndex = (v: unknown): v is number => typeof v === 'number' && Number.isS
  * deltas (slots `r<kind>:<output>:<index>`); a slot's held rest goes out in one synthetic delta
  * of the same kind just before the event that closes its text (its `.done`, or the end of the
  * response). The `.done` events and the final response carry the whole text in one string,
- * which the per-event filter before this stage redacts.
+ * which the per-event filter after this stage redacts.
  */
 function openAiResponses() {
   const slots = new Map<string, ResponsesSlot>();
@@ -571,6 +575,9 @@ export function createLlmStreamRedactionCore(
   const decoder = new StringDecoder('utf8');
   let pending = '';
   let searchFrom = 0;
+  // Inside an event that outgrew MAX_EVENT_BYTES: passed on as it arrives, unread, until it
+  // ends. Nothing before this stage bounds an event, so it must not wait for the blank line.
+  let oversized = false;
 
   const handle = (block: string): string => {
     if (block.length > MAX_EVENT_BYTES) return `${block}\n\n`;
@@ -600,16 +607,25 @@ export function createLlmStreamRedactionCore(
       for (;;) {
         const blank = findBlankLine(pending, Math.max(start, searchFrom - 3));
         if (!blank) break;
-        out += handle(pending.slice(start, blank.start));
+        out += oversized ? pending.slice(start, blank.end) : handle(pending.slice(start, blank.start));
+        oversized = false;
         start = blank.end;
       }
       if (start > 0) pending = pending.slice(start);
+      if (oversized || pending.length > MAX_EVENT_BYTES) {
+        // The last characters stay: a blank line may begin in them.
+        out += pending.slice(0, -3);
+        pending = pending.slice(-3);
+        oversized = true;
+      }
       searchFrom = pending.length;
       return bytes(out);
     },
     end() {
       pending += decoder.end();
-      let out = pending.trim() === '' ? '' : handle(pending);
+      // An event cut off by the end is ended, as handle() ends one, so that no synthetic event
+      // from finish() joins it.
+      let out = oversized ? `${pending}\n\n` : pending.trim() === '' ? '' : handle(pending);
       pending = '';
       out += p.finish(r).join('');
       return bytes(out);

@@ -149,7 +149,7 @@ export async function respondStreamed(
   c: ResponseContext,
   started: number,
   download: boolean,
-  /** One more stage after the filter for a 2xx stream (`ExecuteOptions.streamStage`). */
+  /** One more stage before the filter for a 2xx stream (`ExecuteOptions.streamStage`). */
   extraStage?: (contentType: string | undefined) => ResponseFilterCore | null,
 ): Promise<ExecutionResult | StreamedResult> {
   let streamed: UpstreamStreamResponse;
@@ -177,12 +177,14 @@ export async function respondStreamed(
   const filter =
     filterability.kind === 'pass' ? null : createResponseFilterCore(contentType, c.policy, c.route);
   const extra = extraStage?.(contentType) ?? null;
+  // The LLM delta stage reads the provider's own text, before the filter rewrites any of it
+  // (llm-stream-redaction.ts says why).
   const result = pipeToAgent(
     c,
     streamed,
     started,
     download,
-    filter && extra ? chainFilterCores(filter, extra) : (filter ?? extra),
+    filter && extra ? chainFilterCores(extra, filter) : (filter ?? extra),
   );
   // Status and headers go out with the first byte: a provider body that fails before it
   // (a broken encoding, an unfilterable first event, a deadline) is still answered with a

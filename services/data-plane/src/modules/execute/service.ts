@@ -91,8 +91,8 @@ export interface ExecuteOptions {
    */
   presentedUrl?: string;
   /**
-   * One more stage after the response filter for a streamed 2xx answer (the LLM proxy's
-   * redaction across text deltas), given the response plan; null adds nothing.
+   * One more stage for a streamed 2xx answer (the LLM proxy's redaction across text deltas),
+   * given the response plan; null adds nothing. It runs before the response filter (ADR 0043).
    */
   streamStage?: (plan: ResponsePlan | null, contentType: string | undefined) => ResponseFilterCore | null;
   /** Aborted when the agent hangs up: a request it no longer waits for is not sent. */
