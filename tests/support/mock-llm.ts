@@ -37,7 +37,7 @@ import {
 import { agentToken, enrolledAgent, newUser, type TestUser } from './identity-harness.js';
 import { startInProcessGateway, type InProcessGateway } from './in-process-gateway.js';
 import { realServices } from './services.js';
-import { readBody } from './read-body.js';
+import { readBodyBytes } from './read-body.js';
 import { createTestPki, type TestPki } from './test-pki.js';
 
 export type LlmProviderId = 'llm_a' | 'llm_b' | 'llm_c' | 'llm_d';
@@ -71,6 +71,8 @@ export interface LlmRecord {
   query: Record<string, string>;
   headers: IncomingHttpHeaders;
   body: string;
+  /** The body's bytes as received. */
+  bytes: Buffer;
   /** The parsed JSON body, undefined when there is none or it is not JSON. */
   json: unknown;
   endpoint: LlmEndpoint;
@@ -83,7 +85,12 @@ export interface LlmRecord {
   status: number;
   streamed: boolean;
   at: number;
+  /** The connection closed before the answer was complete: the vault let go of the call. */
+  closedEarly: boolean;
 }
+
+/** A test's own answer for one `METHOD /path` (`MockLlm.route`). */
+export type LlmRoute = (req: IncomingMessage, res: ServerResponse, rec: LlmRecord) => Promise<void> | void;
 
 export interface StreamScript {
   /** The streamed text, one SSE event per part (the SDK's chunks / deltas). */
@@ -116,6 +123,12 @@ export interface MockLlm {
   /** Pause before answering a completion (ms): a model thinking before its first byte. Default 0. */
   thinkMs: number;
   readonly requests: LlmRecord[];
+  /**
+   * Answers `METHOD /path` (say `POST /v1/files`) with `answer` instead of the built-in
+   * endpoints, until the mock closes: an endpoint the mock does not know, or a provider that
+   * answers oddly. The request is recorded as any other, its key checked by no one.
+   */
+  route(methodAndPath: string, answer: LlmRoute): void;
   /** A fresh key the mock accepts for `provider`. */
   newKey(provider: LlmProviderId): string;
   /** Every key handed out, by provider. */
@@ -149,6 +162,7 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
   const pki = opts.pki ?? (await createTestPki());
   const requests: LlmRecord[] = [];
   const keys = new Map<string, LlmProviderId>();
+  const routes = new Map<string, LlmRoute>();
   const now = () => Math.floor(Date.now() / 1000);
   let seq = 0;
 
@@ -160,6 +174,9 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     thinkMs: 0,
     requests,
     keys,
+    route(methodAndPath, answer) {
+      routes.set(methodAndPath, answer);
+    },
     newKey(provider) {
       const key = `${KEY_PREFIX[provider]}${randomBytes(20).toString('hex')}`;
       keys.set(key, provider);
@@ -526,7 +543,8 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const u = new URL(req.url ?? '/', 'https://mock.invalid');
     const method = req.method ?? 'GET';
-    const body = await readBody(req, MAX_BODY);
+    const bytes = await readBodyBytes(req, MAX_BODY);
+    const body = bytes.toString('utf8');
     let json: unknown;
     try {
       json = body ? JSON.parse(body) : undefined;
@@ -542,6 +560,7 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
       query: Object.fromEntries(u.searchParams),
       headers: req.headers,
       body,
+      bytes,
       json,
       endpoint,
       keyHeader,
@@ -550,8 +569,14 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
       status: 0,
       streamed: false,
       at: Date.now(),
+      closedEarly: false,
     };
     requests.push(rec);
+    res.once('close', () => {
+      rec.closedEarly = !res.writableFinished;
+    });
+    const own = routes.get(`${method} ${u.pathname}`);
+    if (own) return own(req, res, rec);
     const family = familyOf(endpoint, u.pathname);
     const fail = (status: number, message: string) => {
       rec.status = status;

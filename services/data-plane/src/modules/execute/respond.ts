@@ -65,6 +65,19 @@ export interface ResponseContext {
   filterPool?: ResponseFilterPool | undefined;
 }
 
+/**
+ * A provider call that failed, recorded, as the error the agent gets. A call the agent's
+ * hang-up cancelled (`request.signal`, the LLM proxy) is recorded as that, not as the
+ * provider's failure.
+ */
+function providerCallFailed(c: ResponseContext, err: unknown): AppError {
+  if (c.request.signal?.aborted) {
+    c.recorder.failed('client_closed', { reason: 'the agent hung up before the provider answered' });
+    return Errors.clientClosed();
+  }
+  return upstreamFailure(err, c.recorder);
+}
+
 function unfilterable(recorder: CallRecorder, reason: string): AppError {
   const e = Errors.responseUnfilterable(reason);
   return recorder.deny({ status: e.statusCode, reason, code: e.code, metadata: { step: 'response_rules' } });
@@ -94,7 +107,7 @@ export async function respondBuffered(
   try {
     res = already ?? (await c.upstream.request({ ...c.request, maxResponseBytes: c.maxResponseBytes }));
   } catch (err) {
-    throw upstreamFailure(err, c.recorder);
+    throw providerCallFailed(c, err);
   }
   const contentType = res.headers['content-type'];
   const filterability = responseFilterability(contentType, c.policy, c.route);
@@ -156,14 +169,14 @@ export async function respondStreamed(
   try {
     streamed = await c.upstream.stream(c.request);
   } catch (err) {
-    throw upstreamFailure(err, c.recorder);
+    throw providerCallFailed(c, err);
   }
   if (streamed.status < 200 || streamed.status >= 300) {
     let body: Buffer;
     try {
       body = await readCapped(streamed.body, c.maxResponseBytes);
     } catch (err) {
-      throw upstreamFailure(err, c.recorder);
+      throw providerCallFailed(c, err);
     }
     return respondBuffered(c, started, { status: streamed.status, headers: streamed.headers, body });
   }
@@ -292,7 +305,8 @@ function pipeToAgent(
   // (bench/llm-proxy.ts memory per stream).
   pipeline(source, stage, (err) => {
     if (!err) return void settle('execution_completed', {});
-    settle('execution_error', { error: streamErrorKind(err) });
+    // Cancelled with the agent's hang-up before its first byte was sent (the LLM proxy).
+    settle('execution_error', { error: c.request.signal?.aborted ? 'client_closed' : streamErrorKind(err) });
   });
   const headers: Record<string, string> = {};
   for (const name of ['content-type', 'content-disposition', 'content-language', 'etag', 'last-modified']) {

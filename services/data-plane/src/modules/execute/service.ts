@@ -98,6 +98,12 @@ export interface ExecuteOptions {
   /** Aborted when the agent hangs up: a request it no longer waits for is not sent. */
   agentGone?: AbortSignal;
   /**
+   * A request already sent is cancelled too when the agent hangs up before the provider's
+   * answer (the LLM proxy: a model keeps generating, and billing, for an answer nobody reads).
+   * Otherwise the call runs to its end, so that the audit records what the provider did.
+   */
+  cancelWhenAgentGone?: boolean;
+  /**
    * The provider's time limits for this call where they are not the configured ones (the LLM
    * proxy: a model may think for minutes before its first byte, or between two events).
    */
@@ -237,10 +243,12 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   const built = buildUpstreamRequest(target, credentials, connection, {
     bodyIsAgentText: typeof req.body === 'string',
   });
+  const { agentGone, cancelWhenAgentGone, upstreamTimeouts } = call.options;
   const request = {
     ...built,
     secrets: deps.credentials.secretForms(credentials, built.secrets),
-    ...(call.options.upstreamTimeouts && { timeouts: call.options.upstreamTimeouts }),
+    ...(upstreamTimeouts && { timeouts: upstreamTimeouts }),
+    ...(cancelWhenAgentGone && agentGone && { signal: agentGone }),
   };
   // A redeemed contact field step-up keeps PII fields in this one response (ADR 0045).
   const route = { method: req.method, path: target.matchPath, fullFields: decision.fullFields };

@@ -156,7 +156,7 @@ export async function proxyLlmCall(
   const presentedUrl = `llm://${call.provider}${call.path}`;
   const out = await executeModelB(deps, agent, req, {
     presentedUrl,
-    ...(call.agentGone && { agentGone: call.agentGone }),
+    ...(call.agentGone && { agentGone: call.agentGone, cancelWhenAgentGone: true }),
     upstreamTimeouts: {
       headersMs: deps.config.llmTimeoutMs,
       idleMs: deps.config.llmTimeoutMs,
