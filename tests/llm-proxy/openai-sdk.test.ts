@@ -3,9 +3,10 @@
  * agent's `vltt_…` token): llm_b (and llm_d, OpenAI-compatible) reached through
  * `/v1/vault/llm/<provider>/v1`, against the local HTTPS mock of the provider.
  */
+import { randomBytes } from 'node:crypto';
 import OpenAI, { type ClientOptions } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createPat } from '../support/api-client.js';
+import { createPat, expectStatus, putAllowlists } from '../support/api-client.js';
 import {
   sightings,
   startLlmGateway,
@@ -116,6 +117,29 @@ describe.each(SHAPES)('openai SDK through the LLM proxy (%s)', (shape) => {
     expect(seen[0]).toMatchObject({ streamed: true, keyHeader: 'authorization', key: fx.keys[provider] });
     expect(sightings(seen, b.token)).toEqual([]);
   });
+
+  // Regression: a binary answer reached the SDK as the base64 text the envelope carries it in.
+  // 300 KiB is filtered in the response-filter pool, the other size on the request's thread.
+  it.each([2_052, 300 * 1024])(
+    'a binary answer (%i bytes of audio) reaches the SDK as the bytes the provider sent',
+    async (size) => {
+      const b = await bind('llm_b');
+      expectStatus(
+        await putAllowlists(fx.admin, b.policyId, [
+          { baseUrl: fx.mock.url, methods: ['POST'], pathPatterns: ['/v1/audio/speech'] },
+        ]),
+        200,
+      );
+      const audio = randomBytes(size);
+      fx.mock.route('POST /v1/audio/speech', (_req, res) => {
+        res.writeHead(200, { 'content-type': 'audio/mpeg' });
+        res.end(audio);
+      });
+      const r = await client(b.token).audio.speech.create({ model: 'tts-mock', voice: 'alloy', input: 'Hi' });
+      expect(r.headers.get('content-type')).toBe('audio/mpeg');
+      expect(Buffer.from(await r.arrayBuffer()).equals(audio)).toBe(true);
+    },
+  );
 
   it("the provider's own response headers reach the SDK, streaming or not (its request id)", async () => {
     const b = await bind();

@@ -32,6 +32,18 @@ function decodeText(buf: Uint8Array, charset: string | null): string {
   return Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength).toString('utf8');
 }
 
+/** Whether the envelope carries a body of this type as base64: anything not JSON or text. */
+export function carriedAsBase64(contentType: string | undefined): boolean {
+  const ct = (contentType ?? '').toLowerCase();
+  return !(
+    ct.includes('json') ||
+    ct.startsWith('text/') ||
+    ct.includes('xml') ||
+    ct.includes('x-www-form-urlencoded') ||
+    ct === ''
+  );
+}
+
 /** The envelope body: JSON parsed, text as text, anything else base64. */
 export function decodeBody(buf: Uint8Array, contentType: string | undefined): unknown {
   if (buf.length === 0) return null;
@@ -47,9 +59,7 @@ export function decodeBody(buf: Uint8Array, contentType: string | undefined): un
       return text;
     }
   }
-  if (ct.startsWith('text/') || ct.includes('xml') || ct.includes('x-www-form-urlencoded') || ct === '') {
-    return decodeText(buf, charset);
-  }
+  if (!carriedAsBase64(contentType)) return decodeText(buf, charset);
   // Binary content inside a JSON envelope: base64 (use `download: true` for raw bytes).
   return Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength).toString('base64');
 }

@@ -4,6 +4,7 @@ import type { DataPlaneDeps } from '../../deps.js';
 import { requireAgent } from '../../plugins/agent-auth.js';
 import { agentGoneSignal } from '../execute/agent-gone.js';
 import { RawJsonBody } from '../execute/respond.js';
+import { carriedAsBase64 } from '../execute/response-decoding.js';
 import { isLlmProvider, providerErrorBody, type LlmProvider } from './provider-shapes.js';
 import { proxyLlmCall } from './service.js';
 
@@ -123,13 +124,17 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
         }
         void reply.header('x-vlt-audit-id', r.auditId);
         const body = r.body;
+        // A string is the text the provider sent, or its bytes in base64 (the envelope's form):
+        // the SDK gets the bytes, as the provider sent them (an audio file, say).
+        const asSent = (value: string) =>
+          carriedAsBase64(r.headers['content-type']) ? Buffer.from(value, 'base64') : value;
         if (body === null || body === undefined) return reply.status(r.status).send();
-        if (typeof body === 'string') return reply.status(r.status).send(body);
+        if (typeof body === 'string') return reply.status(r.status).send(asSent(body));
         // Serialised in the response-filter pool: a JSON string is the text the provider sent.
         if (body instanceof RawJsonBody) {
           if (body.json === 'null') return reply.status(r.status).send();
           const value = body.json.startsWith('"') ? (JSON.parse(body.json) as string) : null;
-          if (value !== null) return reply.status(r.status).send(value);
+          if (value !== null) return reply.status(r.status).send(asSent(value));
           return reply
             .status(r.status)
             .type(r.headers['content-type'] ?? 'application/json')
