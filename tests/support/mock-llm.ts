@@ -125,10 +125,11 @@ export interface MockLlm {
   readonly requests: LlmRecord[];
   /**
    * Answers `METHOD /path` (say `POST /v1/files`) with `answer` instead of the built-in
-   * endpoints, until the mock closes: an endpoint the mock does not know, or a provider that
-   * answers oddly. The request is recorded as any other, its key checked by no one.
+   * endpoints: an endpoint the mock does not know, or a provider that answers oddly. The
+   * request is recorded as any other, its key checked by no one. Returns what removes the
+   * route again (the built-in answer, if any, is back).
    */
-  route(methodAndPath: string, answer: LlmRoute): void;
+  route(methodAndPath: string, answer: LlmRoute): () => void;
   /** A fresh key the mock accepts for `provider`. */
   newKey(provider: LlmProviderId): string;
   /** Every key handed out, by provider. */
@@ -176,6 +177,9 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     keys,
     route(methodAndPath, answer) {
       routes.set(methodAndPath, answer);
+      return () => {
+        if (routes.get(methodAndPath) === answer) routes.delete(methodAndPath);
+      };
     },
     newKey(provider) {
       const key = `${KEY_PREFIX[provider]}${randomBytes(20).toString('hex')}`;
