@@ -1,4 +1,5 @@
 import { createHook } from 'node:async_hooks';
+import { getEventListeners } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -372,6 +373,47 @@ describe('time limits of one call', () => {
       pausedOwn: 'one two',
       streamedOwn: 'one two',
     });
+    await c.close();
+  });
+
+  it("end at the caller's signal, buffered or streamed, as a cancellation; the call then lets go of it", async () => {
+    const c = strict();
+    const call = (path: string, signal: AbortSignal) => ({
+      url: at(path),
+      method: 'GET',
+      headers: {},
+      timeouts: patient,
+      signal,
+    });
+    const outcome = (p: Promise<unknown>) =>
+      p.then(
+        () => 'answered',
+        (e: unknown) => (e instanceof UpstreamError ? `${e.kind}: ${e.message}` : `other: ${String(e)}`),
+      );
+    const listeners = (s: AbortSignal) => getEventListeners(s, 'abort').length;
+    // Before the provider's first byte (it answers /late after two seconds).
+    const gone = new AbortController();
+    const buffered = outcome(c.request(call('/late', gone.signal)));
+    const streamed = outcome(c.stream(call('/late', gone.signal)));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(listeners(gone.signal)).toBe(2);
+    gone.abort();
+    const cancelled = 'unavailable: provider request cancelled by the caller';
+    expect(await Promise.all([buffered, streamed])).toEqual([cancelled, cancelled]);
+    expect(listeners(gone.signal)).toBe(0);
+    // In the middle of a stream (/pause sends its head and `one`, then pauses).
+    const midway = new AbortController();
+    const s = await c.stream(call('/pause', midway.signal));
+    midway.abort();
+    expect(await outcome(s.body.toArray())).toBe(cancelled);
+    expect(listeners(midway.signal)).toBe(0);
+    // A call that ends by itself lets go of the signal too.
+    const kept = new AbortController();
+    expect((await c.request(call('/ok', kept.signal))).status).toBe(200);
+    await (await c.stream(call('/ok', kept.signal))).body.toArray();
+    expect(listeners(kept.signal)).toBe(0);
+    // A signal aborted already: nothing is sent.
+    expect(await outcome(c.request(call('/ok', gone.signal)))).toBe(cancelled);
     await c.close();
   });
 

@@ -116,6 +116,22 @@ function deadlineError(): UpstreamError {
   return new UpstreamError('timeout', 'provider did not finish within the deadline');
 }
 
+function cancelledError(): UpstreamError {
+  return new UpstreamError('unavailable', 'provider request cancelled by the caller');
+}
+
+/**
+ * Makes the caller's `signal` abort the call's own `controller` (its deadline's) until the
+ * returned function unlinks them: one signal per call, where `AbortSignal.any` would add a
+ * second one, and its listeners, to every open stream.
+ */
+function linkCancel(signal: AbortSignal | undefined, controller: AbortController): () => void {
+  if (!signal) return () => undefined;
+  const cancel = () => controller.abort(cancelledError());
+  signal.addEventListener('abort', cancel, { once: true });
+  return () => signal.removeEventListener('abort', cancel);
+}
+
 async function systemResolve(host: string): Promise<string[]> {
   const answers = await dns.promises.lookup(host, { all: true, verbatim: true });
   return answers.map((a) => a.address);
@@ -302,7 +318,7 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
         maxRedirections: 0,
         ...(req.timeouts?.headersMs !== undefined && { headersTimeout: req.timeouts.headersMs }),
         ...(req.timeouts?.idleMs !== undefined && { bodyTimeout: req.timeouts.idleMs }),
-        signal: req.signal ? AbortSignal.any([req.signal, deadline]) : deadline,
+        signal: deadline,
       } as Parameters<typeof request>[1]);
     } catch (err) {
       throw mapError(err, deadline);
@@ -382,10 +398,13 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), req.timeouts?.deadlineMs ?? deadlineMs);
     timer.unref();
+    const unlink = linkCancel(req.signal, controller);
     try {
+      if (req.signal?.aborted) throw cancelledError();
       return await readBuffered(req, controller.signal);
     } finally {
       clearTimeout(timer);
+      unlink();
     }
   }
 
@@ -434,21 +453,32 @@ export function createUpstreamClient(opts: UpstreamClientOptions): UpstreamClien
       const timer = setTimeout(() => controller.abort(), streamDeadlineMs);
       timer.unref();
       let body: Readable | undefined;
-      // Registered before undici's own listener, so the body fails with our timeout error
-      // rather than a generic abort, whatever the provider still sends.
-      controller.signal.addEventListener('abort', () => body?.destroy(deadlineError()), { once: true });
+      // Registered before undici's own listener, so the body fails with our timeout (or
+      // cancellation) error rather than a generic abort, whatever the provider still sends.
+      controller.signal.addEventListener(
+        'abort',
+        () =>
+          body?.destroy(
+            controller.signal.reason instanceof UpstreamError ? controller.signal.reason : deadlineError(),
+          ),
+        { once: true },
+      );
+      const unlink = linkCancel(req.signal, controller);
       try {
+        if (req.signal?.aborted) throw cancelledError();
         const res = await send(req, controller.signal);
         const secrets = secretFormsOf(req.secrets);
         const headers = responseHeaders(res.headers, secrets);
         body = readableBody(res.body as unknown as Readable, headers, secrets, true);
         body.once('close', () => {
           clearTimeout(timer);
+          unlink();
           release();
         });
         return { status: res.statusCode, headers, body };
       } catch (err) {
         clearTimeout(timer);
+        unlink();
         release();
         throw err;
       }
