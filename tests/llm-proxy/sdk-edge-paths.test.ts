@@ -236,6 +236,14 @@ describe.each(SHAPES)('SDK edge paths through the LLM proxy (%s)', (shape) => {
     return new OpenAI({ apiKey, baseURL: `${fx.base}/v1/vault/llm/llm_b/v1`, maxRetries: 0, ...opts });
   }
 
+  /** The text of a streamed chat completion, as the SDK accumulates it. */
+  async function streamedText(sdk: OpenAI): Promise<string> {
+    const stream = await sdk.chat.completions.create({ model: 'gpt-mock', messages: MESSAGES, stream: true });
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    return text;
+  }
+
   /** The terminal audit events of one call, by the request audit id its head named. */
   async function terminalOf(agentId: string, requestAuditId: string | null) {
     const ofCall = (rows: AuditEvent[]) => rows.filter((x) => x.metadata.requestAuditId === requestAuditId);
@@ -395,13 +403,7 @@ describe.each(SHAPES)('SDK edge paths through the LLM proxy (%s)', (shape) => {
           .withResponse();
         expect(response.status).toBe(200);
         expect(data.choices[0]!.message.content).toBe('Hello again.');
-        const stream = await sdk.chat.completions.create({
-          model: 'gpt-mock',
-          messages: MESSAGES,
-          stream: true,
-        });
-        let text = '';
-        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+        const text = await streamedText(sdk);
         expect(text).toBe('Hello again.');
         const seen = edge.seen();
         expect(seen.map((r) => r.json)).toEqual([
@@ -460,13 +462,7 @@ describe.each(SHAPES)('SDK edge paths through the LLM proxy (%s)', (shape) => {
         );
         expect(response.headers.get('content-encoding')).toBeNull();
         expect(response.headers.get('x-request-id')).toBe('req_gzip');
-        const stream = await sdk.chat.completions.create({
-          model: 'gpt-mock',
-          messages: MESSAGES,
-          stream: true,
-        });
-        let text = '';
-        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+        const text = await streamedText(sdk);
         expect(text).toBe(rules ? 'Write to [REDACTED_EMAIL] today.' : 'Write to alice@example.com today.');
         const seen = edge.seen();
         expect(seen).toHaveLength(2);

@@ -132,6 +132,31 @@ function deltasOf(text: string, sizes: number[]): string[] {
 
 const PROTOCOLS: LlmStreamProtocol[] = ['openai', 'anthropic', 'gemini'];
 
+const cutSizes = fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 6 });
+
+/**
+ * For any text `texts` gives, cut into any deltas and sent in any byte chunking, `through`
+ * gives the SDK the whole text redacted.
+ */
+async function expectWholeTextRedacted(
+  protocol: LlmStreamProtocol,
+  texts: fc.Arbitrary<string>,
+  through: (sse: string, sizes: number[]) => Promise<string>,
+  using: readonly Detector[],
+  numRuns: number,
+): Promise<void> {
+  await fc.assert(
+    fc.asyncProperty(texts, cutSizes, cutSizes, async (t, cuts, chunks) => {
+      const out = await through(
+        providerStream(protocol, deltasOf(t, cuts)),
+        chunks.map((c) => c * 5),
+      );
+      expect(sdkText(protocol, out)).toBe(redactText(t, using));
+    }),
+    { numRuns },
+  );
+}
+
 describe('redaction across LLM text deltas', () => {
   it.each(PROTOCOLS)(
     '%s: an address split over two deltas is redacted; the text is otherwise intact',
@@ -163,22 +188,12 @@ describe('redaction across LLM text deltas', () => {
     '\n',
   );
   const text = fc.array(piece, { maxLength: 24 }).map((parts) => parts.join(' '));
-  const sizes = fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 6 });
 
   it.each(PROTOCOLS)(
     '%s: for any deltas and any byte chunking, the SDK text equals the whole text redacted',
     async (protocol) => {
-      await fc.assert(
-        fc.asyncProperty(text, sizes, sizes, async (t, cuts, chunks) => {
-          const out = await throughStage(
-            protocol,
-            providerStream(protocol, deltasOf(t, cuts)),
-            chunks.map((c) => c * 5),
-          );
-          expect(sdkText(protocol, out)).toBe(redactText(t, detectors));
-        }),
-        { numRuns: 150 },
-      );
+      const through = (sse: string, sizes: number[]) => throughStage(protocol, sse, sizes);
+      await expectWholeTextRedacted(protocol, text, through, detectors, 150);
     },
   );
 
@@ -591,22 +606,12 @@ describe('the stage before the per-event filter, as the data plane chains them',
   // whole text's redaction (never less). Cut anywhere, as here, an address's tail is often an
   // address of its own, the case the regression above pins down.
   const text = fc.array(piece, { maxLength: 12 }).map((parts) => parts.join(' lorem '));
-  const sizes = fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 6 });
 
   it.each(PROTOCOLS)(
     '%s: for any deltas and any byte chunking, the SDK text equals the whole text redacted',
     async (protocol) => {
-      await fc.assert(
-        fc.asyncProperty(text, sizes, sizes, async (t, cuts, chunks) => {
-          const out = await throughChain(
-            protocol,
-            providerStream(protocol, deltasOf(t, cuts)),
-            chunks.map((c) => c * 5),
-          );
-          expect(sdkText(protocol, out)).toBe(redactText(t, plan!.detectors));
-        }),
-        { numRuns: 100 },
-      );
+      const through = (sse: string, sizes: number[]) => throughChain(protocol, sse, sizes);
+      await expectWholeTextRedacted(protocol, text, through, plan!.detectors, 100);
     },
   );
 });
