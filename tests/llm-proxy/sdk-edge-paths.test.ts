@@ -8,10 +8,9 @@
  * The mock answers a fixed set of endpoints. Where a test needs the provider to answer
  * something else (another endpoint, a slow stream, a retryable failure, a compressed body), it
  * answers that `METHOD /path` itself with `fx.mock.route`. Such a request is recorded in
- * `fx.mock.requests` like any other, with its raw body (`bytes`) and whether the connection
- * closed before the answer was complete (`closedEarly`: the vault let go of the call). Every
- * route a test adds is removed when the test ends, so each test starts from the mock's
- * built-in answers.
+ * `fx.mock.requests` like any other, with whether the connection closed before the answer was
+ * complete (`closedEarly`: the vault let go of the call). Every route a test adds is removed
+ * when the test ends, so each test starts from the mock's built-in answers.
  */
 import zlib from 'node:zlib';
 import type { ServerResponse } from 'node:http';
