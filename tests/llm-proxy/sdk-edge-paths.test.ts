@@ -133,60 +133,6 @@ function chatChunks(model: string, parts: string[], usage: boolean): string[] {
   ];
 }
 
-function anthropicEvents(model: string, parts: string[]): string[] {
-  const ev = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
-  return [
-    ev('message_start', {
-      type: 'message_start',
-      message: {
-        id: 'msg_edge',
-        type: 'message',
-        role: 'assistant',
-        model,
-        content: [],
-        stop_reason: null,
-        stop_sequence: null,
-        usage: { input_tokens: 12, output_tokens: 1 },
-      },
-    }),
-    ev('content_block_start', {
-      type: 'content_block_start',
-      index: 0,
-      content_block: { type: 'text', text: '' },
-    }),
-    ...parts.map((text) =>
-      ev('content_block_delta', {
-        type: 'content_block_delta',
-        index: 0,
-        delta: { type: 'text_delta', text },
-      }),
-    ),
-    ev('content_block_stop', { type: 'content_block_stop', index: 0 }),
-    ev('message_delta', {
-      type: 'message_delta',
-      delta: { stop_reason: 'end_turn', stop_sequence: null },
-      usage: { output_tokens: parts.length },
-    }),
-    ev('message_stop', { type: 'message_stop' }),
-  ];
-}
-
-function geminiEvents(model: string, parts: string[]): string[] {
-  return parts.map(
-    (text, i) =>
-      `data: ${JSON.stringify({
-        candidates: [
-          {
-            content: { parts: [{ text }], role: 'model' },
-            ...(i === parts.length - 1 && { finishReason: 'STOP' }),
-            index: 0,
-          },
-        ],
-        modelVersion: model,
-      })}\r\n\r\n`,
-  );
-}
-
 /** Twenty parts: a stream that runs for seconds at the gaps below unless someone hangs up. */
 const LONG = Array.from({ length: 20 }, (_, i) => `part${i} `);
 
@@ -535,9 +481,8 @@ describe.each(SHAPES)('SDK edge paths through the LLM proxy (%s)', (shape) => {
 
     it('messages.stream(...).abort() mid-way: APIUserAbortError; the vault lets go and records client_closed', async () => {
       const b = await bind('llm_a');
-      const edge = route('POST /v1/messages', (_req, res) =>
-        writeSlowly(res, anthropicEvents(MODEL, LONG), 150),
-      );
+      const before = fx.mock.requests.length;
+      fx.mock.stream = { parts: LONG, gapMs: 150 };
       const stream = anthropic(b.token).messages.stream(PARAMS);
       const texts: string[] = [];
       let abortedAt = 0;
@@ -554,7 +499,7 @@ describe.each(SHAPES)('SDK edge paths through the LLM proxy (%s)', (shape) => {
       expect(texts.length).toBeLessThan(LONG.length);
       const requestAuditId = stream.response?.headers.get('x-vlt-audit-id') ?? null;
       expect(requestAuditId).toMatch(/^[0-9a-f-]{36}$/);
-      const seen = edge.seen();
+      const seen = fx.mock.since(before);
       expect(seen).toHaveLength(1);
       expect(await closedEarlyBy(seen[0]!, abortedAt + 2_000)).toBe(true);
       expect(await terminalOf(b.agentId, requestAuditId)).toEqual({
@@ -651,9 +596,8 @@ describe.each(SHAPES)('SDK edge paths through the LLM proxy (%s)', (shape) => {
 
     it('a stream aborted mid-way through config.abortSignal: the SDK stops, the vault lets go and records client_closed', async () => {
       const b = await bind('llm_c');
-      const edge = route(`POST /v1beta/models/${MODEL}:streamGenerateContent`, (_req, res) =>
-        writeSlowly(res, geminiEvents(MODEL, LONG), 150),
-      );
+      const before = fx.mock.requests.length;
+      fx.mock.stream = { parts: LONG, gapMs: 150 };
       const ac = new AbortController();
       const chunks: string[] = [];
       let abortedAt = 0;
@@ -679,7 +623,7 @@ describe.each(SHAPES)('SDK edge paths through the LLM proxy (%s)', (shape) => {
       expect((err as Error).name).toBe('AbortError');
       expect(chunks.slice(0, 2)).toEqual(['part0 ', 'part1 ']);
       expect(chunks.length).toBeLessThan(LONG.length);
-      const seen = edge.seen();
+      const seen = fx.mock.since(before);
       expect(seen).toHaveLength(1);
       expect(seen[0]!.query).toEqual({ alt: 'sse' });
       expect(await closedEarlyBy(seen[0]!, abortedAt + 2_000)).toBe(true);

@@ -286,6 +286,8 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
     }
     for (const [i, w] of writes.entries()) {
       if (i > 0) await sleep(gap);
+      // The vault let go of the call (an agent that hung up): nothing more to write.
+      if (res.destroyed) return;
       res.write(w);
     }
     res.end();
