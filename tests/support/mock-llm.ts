@@ -37,7 +37,7 @@ import {
 import { agentToken, enrolledAgent, newUser, type TestUser } from './identity-harness.js';
 import { startInProcessGateway, type InProcessGateway } from './in-process-gateway.js';
 import { realServices } from './services.js';
-import { readBody } from './read-body.js';
+import { readBodyBytes } from './read-body.js';
 import { createTestPki, type TestPki } from './test-pki.js';
 
 export type LlmProviderId = 'llm_a' | 'llm_b' | 'llm_c' | 'llm_d';
@@ -71,6 +71,8 @@ export interface LlmRecord {
   query: Record<string, string>;
   headers: IncomingHttpHeaders;
   body: string;
+  /** The body's bytes as received. */
+  bytes: Buffer;
   /** The parsed JSON body, undefined when there is none or it is not JSON. */
   json: unknown;
   endpoint: LlmEndpoint;
@@ -547,7 +549,8 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const u = new URL(req.url ?? '/', 'https://mock.invalid');
     const method = req.method ?? 'GET';
-    const body = await readBody(req, MAX_BODY);
+    const bytes = await readBodyBytes(req, MAX_BODY);
+    const body = bytes.toString('utf8');
     let json: unknown;
     try {
       json = body ? JSON.parse(body) : undefined;
@@ -563,6 +566,7 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
       query: Object.fromEntries(u.searchParams),
       headers: req.headers,
       body,
+      bytes,
       json,
       endpoint,
       keyHeader,

@@ -1,7 +1,12 @@
 import type { IncomingMessage } from 'node:http';
 
 /** A mock server's request body as text, refused past `max` bytes (mocks must not buffer floods). */
-export function readBody(req: IncomingMessage, max: number): Promise<string> {
+export async function readBody(req: IncomingMessage, max: number): Promise<string> {
+  return (await readBodyBytes(req, max)).toString('utf8');
+}
+
+/** The same, as the bytes received (a multipart upload is not text). */
+export function readBodyBytes(req: IncomingMessage, max: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -14,7 +19,7 @@ export function readBody(req: IncomingMessage, max: number): Promise<string> {
       }
       chunks.push(c);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }

@@ -103,6 +103,37 @@ describe('approval fingerprint', () => {
   });
 });
 
+describe('bodies of bytes (an upload through the LLM proxy)', () => {
+  const form = { 'content-type': 'multipart/form-data; boundary=vlt-form-1' };
+  const bytes = (text: string) => new Uint8Array(Buffer.from(text, 'latin1'));
+
+  it('are fingerprinted by their bytes: the same bytes match, one changed byte does not', () => {
+    const a = fingerprint({ ...base, headers: form, body: bytes('--vlt-form-1\r\n\xff\x00') });
+    expect(fingerprint({ ...base, headers: form, body: bytes('--vlt-form-1\r\n\xff\x00') })).toBe(a);
+    expect(fingerprint({ ...base, headers: form, body: bytes('--vlt-form-1\r\n\xfe\x00') })).not.toBe(a);
+    // Not the same request as its text sent as a string body.
+    expect(fingerprint({ ...base, headers: form, body: '--vlt-form-1\r\n\xff\x00' })).not.toBe(a);
+  });
+
+  it('are refused (400) unless they are multipart/form-data: a JSON type would name an unjudged document', () => {
+    const d = evaluateExecution(
+      { ...base, headers: { 'content-type': 'application/json' }, body: bytes('{"to":"x"}') },
+      rt,
+      {
+        now: new Date(),
+        requestsInLastHour: 0,
+        ssrfAllowCidrs: [],
+        model: 'B',
+        resolvedAddresses: ['93.184.216.34'],
+      },
+    );
+    expect(d).toMatchObject({
+      outcome: 'bad_request',
+      reason: 'a body of bytes must be multipart/form-data',
+    });
+  });
+});
+
 describe('canonicalJsonText', () => {
   it.each([
     ['{"b":1,"a":[true,false,null]}', '{"a":[true,false,null],"b":1}'],

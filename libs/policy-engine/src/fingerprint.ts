@@ -6,7 +6,7 @@
  * The body's canonical form sorts object keys and normalises string escapes, but keeps every
  * number exactly as written: `9007199254740993` and `9007199254740992` are different requests
  * (JSON.parse would make them equal), and so are `1e400` and `null`. A body that is not JSON is
- * fingerprinted as its text.
+ * fingerprinted as its text, a body of bytes by their SHA-256.
  */
 import { createHash } from 'node:crypto';
 
@@ -15,7 +15,7 @@ export interface FingerprintInput {
   /** The canonical target URL, as the policy engine will send it. */
   href: string;
   /** Exactly the body that will be sent, or undefined for none. */
-  body: string | undefined;
+  body: string | Uint8Array | undefined;
   requestFullFields: boolean;
   /** The headers that will be forwarded (already sanitised, lower-case names). */
   headers: Record<string, string>;
@@ -91,8 +91,9 @@ export function canonicalJsonText(text: string): string {
   return value();
 }
 
-function canonicalBody(body: string | undefined): string {
+function canonicalBody(body: string | Uint8Array | undefined): string {
   if (body === undefined) return 'none';
+  if (body instanceof Uint8Array) return `bytes:${createHash('sha256').update(body).digest('hex')}`;
   try {
     JSON.parse(body);
   } catch {

@@ -92,7 +92,7 @@ export interface ExecutionTarget extends Omit<CanonicalTarget, 'ok' | 'url'> {
   /** Headers to forward (credentials, hop-by-hop and routing headers removed). */
   headers: Record<string, string>;
   /** Exactly the body to send, or undefined for none. */
-  body: string | undefined;
+  body: string | Uint8Array | undefined;
   /** Vetted addresses: connect only to one of these (pins DNS against rebinding). */
   addresses: string[];
 }

@@ -10,14 +10,16 @@
  * - a string that is an urlencoded form (by the request's content type): only provider
  *   constraints read it; body matchers do not;
  * - any other string: opaque; body matchers never match it and provider constraints that need
- *   ids refuse it.
+ *   ids refuse it;
+ * - bytes (a Uint8Array), `multipart/form-data` only: opaque as above, sent as they are. The LLM
+ *   proxy passes an upload this way, already rewritten into one canonical form (ADR 0095).
  */
 import type { InspectedBody } from './provider-constraints.js';
 import { jsonBoundsViolation, REQUEST_JSON_BOUNDS } from './json-bounds.js';
 import { findDuplicateKey } from './json-util.js';
 
 export type PreparedBody =
-  | { ok: true; inspected: InspectedBody; payload: string | undefined; size: number }
+  | { ok: true; inspected: InspectedBody; payload: string | Uint8Array | undefined; size: number }
   | { ok: false; reason: string };
 
 const JSON_START = /^[\s]*[[{"\-0-9tfn]/;
@@ -31,6 +33,10 @@ function formValue(text: string): Record<string, string[]> {
 // What a lenient reader may still take for JSON: an object or array after any Unicode
 // whitespace or byte-order mark.
 const LOOKS_STRUCTURED = /^[\s\uFEFF]*[[{]/;
+
+function mediaType(contentType: string | undefined): string {
+  return (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+}
 
 function isJsonMediaType(mime: string): boolean {
   return mime === 'application/json' || mime.endsWith('+json');
@@ -48,6 +54,14 @@ export function prepareRequestBody(
 ): PreparedBody {
   if (body === undefined || body === null || body === '') {
     return { ok: true, inspected: { kind: 'none' }, payload: undefined, size: 0 };
+  }
+  if (body instanceof Uint8Array) {
+    // Bytes are no JSON text: a JSON content type on them would be read by the provider as a
+    // document the policy never judged.
+    if (mediaType(contentType) !== 'multipart/form-data') {
+      return { ok: false, reason: 'a body of bytes must be multipart/form-data' };
+    }
+    return { ok: true, inspected: { kind: 'opaque' }, payload: body, size: body.byteLength };
   }
   if (typeof body === 'string') {
     const size = Buffer.byteLength(body, 'utf8');
@@ -69,7 +83,7 @@ export function prepareRequestBody(
         return { ok: true, inspected: { kind: 'json', value }, payload: body, size };
       }
     }
-    const mime = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+    const mime = mediaType(contentType);
     if (
       strict &&
       (isJsonMediaType(mime) || (mime !== 'application/x-www-form-urlencoded' && LOOKS_STRUCTURED.test(body)))

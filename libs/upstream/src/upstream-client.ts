@@ -44,7 +44,7 @@ export interface UpstreamRequest {
   url: URL;
   method: string;
   headers: Record<string, string>;
-  body?: string | Buffer;
+  body?: string | Uint8Array;
   maxResponseBytes?: number;
   signal?: AbortSignal;
   /**

@@ -3,6 +3,7 @@
  * and redeeming one (exactly once, for exactly the request it was granted for). The control
  * plane owns approvals; both are request/reply calls that fail closed with 503.
  */
+import { createHash } from 'node:crypto';
 import { BusError } from '@vlt/bus';
 import { ApprovalCreateResponse, ApprovalRedeemResponse, type ExecuteModelB } from '@vlt/contracts';
 import { sanitizeRequestHeaders, type ExecutionDecision } from '@vlt/policy-engine';
@@ -50,15 +51,25 @@ export interface ApprovalScope {
   policyId: string;
 }
 
+/** A body as reviewers read it: bytes by size and digest, never as a JSON array of numbers. */
+function reviewedBody(body: unknown): unknown {
+  if (!(body instanceof Uint8Array)) return body ?? null;
+  return { bytes: body.byteLength, sha256: createHash('sha256').update(body).digest('hex') };
+}
+
 /** Files an approval for a paused request; what the reviewer sees is what would be forwarded. */
 export async function fileApproval(
   deps: DataPlaneDeps,
   scope: ApprovalScope,
   req: ExecuteModelB,
   decision: Extract<ExecutionDecision, { outcome: 'require_approval' }>,
-  shown: { presentedUrl?: string | undefined; actionDescription?: string | undefined } = {},
+  shown: {
+    presentedUrl?: string | undefined;
+    presentedBody?: unknown;
+    actionDescription?: string | undefined;
+  } = {},
 ): Promise<ApprovalRequired> {
-  const { presentedUrl, actionDescription } = shown;
+  const { presentedUrl, presentedBody, actionDescription } = shown;
   const headers = sanitizeRequestHeaders(req.headers);
   const created = await ask(
     deps,
@@ -81,7 +92,7 @@ export async function fileApproval(
           ? { url: presentedUrl, upstreamUrl: decision.href }
           : { url: decision.href, ...(decision.href !== req.url && { requestedUrl: req.url }) }),
         headers: headers.ok ? headers.headers : {},
-        body: req.body ?? null,
+        body: presentedBody !== undefined ? presentedBody : reviewedBody(req.body),
         requestFullFields: req.requestFullFields ?? false,
         ...(req.context && { context: req.context }),
       },

@@ -91,6 +91,11 @@ export interface ExecuteOptions {
    */
   presentedUrl?: string;
   /**
+   * What reviewers see of a body that is not text (an upload through the LLM proxy: its fields,
+   * and each file by name, size and digest, ADR 0095). The approval still binds the bytes.
+   */
+  presentedBody?: unknown;
+  /**
    * One more stage for a streamed 2xx answer (the LLM proxy's redaction across text deltas),
    * given the response plan; null adds nothing. It runs before the response filter (ADR 0043).
    */
@@ -208,6 +213,7 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
       decision,
       {
         presentedUrl: call.options.presentedUrl,
+        presentedBody: call.options.presentedBody,
         actionDescription: call.options.permissionRequest?.actionDescription,
       },
     );
@@ -241,7 +247,7 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
     throw Errors.clientClosed();
   }
   const built = buildUpstreamRequest(target, credentials, connection, {
-    bodyIsAgentText: typeof req.body === 'string',
+    bodyIsAgentText: typeof req.body === 'string' || req.body instanceof Uint8Array,
   });
   const { agentGone, cancelWhenAgentGone, upstreamTimeouts } = call.options;
   const request = {

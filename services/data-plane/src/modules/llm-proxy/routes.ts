@@ -35,7 +35,7 @@ function splitTarget(rawUrl: string, provider: string): { path: string; query: s
   return { path: path === '' ? '/' : path, query };
 }
 
-/** Text bodies only: JSON and text are what the SDKs send (ADR 0043). */
+/** JSON and text are what the SDKs send (ADR 0043); uploads are forms, read apart (ADR 0095). */
 function isTextual(contentType: string | undefined): boolean {
   if (!contentType) return true;
   const ct = contentType.toLowerCase();
@@ -49,9 +49,13 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
       if (!isTextual(req.headers['content-type'])) {
-        done(Errors.unsupportedMediaType('the LLM proxy forwards JSON and text bodies only'), undefined);
+        done(Errors.unsupportedMediaType('the LLM proxy forwards JSON, text and forms only'), undefined);
         return;
       }
+      done(null, body);
+    });
+    // An upload holds files: its bytes are read as they are, then part by part in the service.
+    app.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_req, body, done) => {
       done(null, body);
     });
 
@@ -92,7 +96,7 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
           path,
           query,
           headers: req.headers,
-          body: typeof req.body === 'string' ? req.body : undefined,
+          body: typeof req.body === 'string' || Buffer.isBuffer(req.body) ? req.body : undefined,
           agentGone: agentGoneSignal(reply),
         });
         if (out.kind === 'approval') {

@@ -15,6 +15,7 @@ import {
   type ExecutionResult,
   type StreamedResult,
 } from '../execute/service.js';
+import { isMultipart, readForm, summarizeForm, writeForm, type FormPart } from './multipart-body.js';
 import type { LlmProvider } from './provider-shapes.js';
 
 /** How each provider streams text deltas (for redaction across events, ADR 0043). */
@@ -56,8 +57,8 @@ export interface LlmCall {
   /** Raw query string without `?`, or ''. */
   query: string;
   headers: Record<string, string | string[] | undefined>;
-  /** The body as text (JSON or text), undefined when there is none. */
-  body: string | undefined;
+  /** The body as text (JSON or text), bytes for `multipart/form-data`, undefined for none. */
+  body: string | Buffer | undefined;
   /** Aborted when the agent hangs up (see ExecuteOptions). */
   agentGone?: AbortSignal;
 }
@@ -85,10 +86,17 @@ function connectionOf(
   return live.length === 1 ? live[0]! : null;
 }
 
-/** `stream: true` in a JSON body, or a provider's own streaming endpoint (`:streamGenerateContent`, `alt=sse`). */
-export function wantsStream(call: Pick<LlmCall, 'path' | 'query' | 'body' | 'headers'>): boolean {
+/**
+ * `stream: true` in a JSON body, a `stream` field of `true` in a form (a streamed transcription),
+ * or a provider's own streaming endpoint (`:streamGenerateContent`, `alt=sse`).
+ */
+export function wantsStream(
+  call: Pick<LlmCall, 'path' | 'query' | 'headers'> & { body: string | undefined },
+  form?: FormPart[],
+): boolean {
   if (/:streamGenerateContent$/.test(call.path)) return true;
   if (new URLSearchParams(call.query).get('alt') === 'sse') return true;
+  if (form) return form.some((p) => p.kind === 'field' && p.name === 'stream' && p.value === 'true');
   const ct = String(call.headers['content-type'] ?? '').toLowerCase();
   if (call.body === undefined || !ct.includes('json') || call.body.length > STREAM_PROBE_LIMIT) return false;
   // Cheap precheck before parsing: most non-streaming bodies never mention it.
@@ -142,20 +150,31 @@ export async function proxyLlmCall(
   if (approvalId !== undefined && (typeof approvalId !== 'string' || !UUID.test(approvalId))) {
     throw Errors.badRequest('x-vlt-approval-id must be an approval request id');
   }
+  const headers = forwardedHeaders(call.headers);
+  // An upload is sent in the canonical form it was read into (ADR 0095).
+  const form =
+    Buffer.isBuffer(call.body) && isMultipart(headers['content-type'])
+      ? writeForm(await readForm(call.body, headers['content-type']!))
+      : undefined;
+  if (form) headers['content-type'] = form.contentType;
+  else if (Buffer.isBuffer(call.body))
+    throw Errors.unsupportedMediaType('the LLM proxy forwards JSON, text and forms');
+  const text = typeof call.body === 'string' && call.body !== '' ? call.body : undefined;
   const req: ExecuteModelB = {
     model: 'B',
     service: service.id,
     method: call.method as ExecuteModelB['method'],
     url: `${base}${call.path}${forwardedQuery(call.query)}`,
-    headers: forwardedHeaders(call.headers),
-    ...(call.body !== undefined && call.body !== '' && { body: call.body }),
-    stream: wantsStream(call),
+    headers,
+    ...(form ? { body: form.body } : text !== undefined && { body: text }),
+    stream: wantsStream({ ...call, body: text }, form?.parts),
     ...(typeof approvalId === 'string' && { approvalId }),
     context: { via: 'llm_proxy', provider: call.provider },
   };
   const presentedUrl = `llm://${call.provider}${call.path}`;
   const out = await executeModelB(deps, agent, req, {
     presentedUrl,
+    ...(form && { presentedBody: summarizeForm(form.parts) }),
     ...(call.agentGone && { agentGone: call.agentGone, cancelWhenAgentGone: true }),
     upstreamTimeouts: {
       headersMs: deps.config.llmTimeoutMs,

@@ -1,0 +1,365 @@
+/**
+ * Uploads through the LLM proxy (ADR 0095), driven by the official `openai` SDK: `files.create`
+ * and `audio.transcriptions.create` send `multipart/form-data`. The vault reads the form and
+ * sends it again in one canonical form; the mock reads what arrived with a second parser
+ * (undici's `Request.formData`), so a test fails if the two readings of a form differ.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import Anthropic, { toFile as toAnthropicFile } from '@anthropic-ai/sdk';
+import OpenAI, { toFile } from 'openai';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { expectStatus, http, putAllowlists } from '../support/api-client.js';
+import { sightings, startLlmGateway, type LlmGateway, type LlmRecord } from '../support/mock-llm.js';
+
+const SHAPES = ['embedded', 'services'] as const;
+
+/** Bytes that look like framing: CR LF, dashes and a boundary-like line, between random bytes. */
+function trickyBytes(size: number): Buffer {
+  const marker = Buffer.from('\r\n--boundary\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nx');
+  return Buffer.concat([randomBytes(size >> 1), marker, randomBytes(size - (size >> 1))]);
+}
+
+/** The form the provider received, read by undici's parser. */
+async function formAtProvider(rec: LlmRecord): Promise<FormData> {
+  const ct = String(rec.headers['content-type']);
+  return new Request('http://provider.invalid/', {
+    method: 'POST',
+    headers: { 'content-type': ct },
+    body: rec.bytes,
+  }).formData();
+}
+
+async function fileBytes(value: ReturnType<FormData['get']>): Promise<Buffer> {
+  if (!(value instanceof Blob)) throw new Error('expected a file part');
+  return Buffer.from(await value.arrayBuffer());
+}
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
+  let fx: LlmGateway;
+  const unroute: Array<() => void> = [];
+
+  beforeAll(async () => {
+    fx = await startLlmGateway({ shape });
+  });
+  afterAll(async () => {
+    await fx?.close();
+  });
+  afterEach(() => {
+    for (const off of unroute.splice(0)) off();
+  });
+
+  const client = (apiKey: string, opts: ConstructorParameters<typeof OpenAI>[0] = {}) =>
+    new OpenAI({ apiKey, baseURL: `${fx.base}/v1/vault/llm/llm_b/v1`, maxRetries: 0, ...opts });
+
+  /** The provider's answers to uploads: what OpenAI answers, from what the mock parsed. */
+  function answerUploads() {
+    unroute.push(
+      fx.mock.route('POST /v1/files', async (_req, res, rec) => {
+        const form = await formAtProvider(rec);
+        const file = form.get('file') as File;
+        rec.status = 200;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            id: 'file-mock1',
+            object: 'file',
+            bytes: file.size,
+            created_at: 1,
+            filename: file.name,
+            purpose: form.get('purpose'),
+            status: 'processed',
+          }),
+        );
+      }),
+      fx.mock.route('POST /v1/audio/transcriptions', async (_req, res, rec) => {
+        const form = await formAtProvider(rec);
+        rec.status = 200;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            text: `heard ${(form.get('file') as File).size} bytes in ${form.get('language')}`,
+          }),
+        );
+      }),
+    );
+  }
+
+  async function bindUploads(rules?: { request?: unknown[] }) {
+    const b = await fx.bind('llm_b', rules ? { rules } : undefined);
+    expectStatus(
+      await putAllowlists(fx.admin, b.policyId, [
+        { baseUrl: fx.mock.url, methods: ['POST'], pathPatterns: ['/v1/files', '/v1/audio/transcriptions'] },
+      ]),
+      200,
+    );
+    answerUploads();
+    return b;
+  }
+
+  it('files.create: the provider gets the file byte for byte, its name and purpose, with the stored key', async () => {
+    const b = await bindUploads();
+    const bytes = trickyBytes(70_000);
+    const before = fx.mock.requests.length;
+    const file = await client(b.token).files.create({
+      file: await toFile(bytes, 'batch "input".jsonl', { type: 'application/jsonl' }),
+      purpose: 'batch',
+    });
+    expect(file).toMatchObject({ id: 'file-mock1', bytes: bytes.length, purpose: 'batch' });
+    const seen = fx.mock.since(before);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ keyHeader: 'authorization', key: fx.keys.llm_b, path: '/v1/files' });
+    expect(String(seen[0]!.headers['content-type'])).toMatch(
+      /^multipart\/form-data; boundary=vlt-form-[0-9a-f]{48}$/,
+    );
+    const form = await formAtProvider(seen[0]!);
+    expect([...form.keys()].sort()).toEqual(['file', 'purpose']);
+    expect(form.get('purpose')).toBe('batch');
+    expect((await fileBytes(form.get('file'))).equals(bytes)).toBe(true);
+    // A quote in a filename is written as %22, the way a browser sends it (WHATWG), and read back.
+    expect(seen[0]!.bytes.toString('latin1')).toContain('filename="batch %22input%22.jsonl"');
+    expect((form.get('file') as File).name).toBe('batch "input".jsonl');
+    expect((form.get('file') as File).type).toBe('application/jsonl');
+    expect(sightings(seen, b.token)).toEqual([]);
+  });
+
+  it('audio.transcriptions.create: fields and the audio arrive as the SDK sent them', async () => {
+    const b = await bindUploads();
+    const audio = randomBytes(40_000);
+    const before = fx.mock.requests.length;
+    const out = await client(b.token).audio.transcriptions.create({
+      file: await toFile(audio, 'speech.mp3', { type: 'audio/mpeg' }),
+      model: 'whisper-mock',
+      language: 'en',
+      timestamp_granularities: ['word', 'segment'],
+      response_format: 'verbose_json',
+    });
+    expect(out.text).toBe('heard 40000 bytes in en');
+    const [rec] = fx.mock.since(before);
+    const form = await formAtProvider(rec!);
+    expect(form.get('model')).toBe('whisper-mock');
+    expect(form.getAll('timestamp_granularities[]')).toEqual(['word', 'segment']);
+    expect((await fileBytes(form.get('file'))).equals(audio)).toBe(true);
+    expect((form.get('file') as File).type).toBe('audio/mpeg');
+  });
+
+  it('Anthropic beta.files.upload: the file arrives byte for byte under the stored x-api-key', async () => {
+    const b = await fx.bind('llm_a');
+    expectStatus(
+      await putAllowlists(fx.admin, b.policyId, [
+        { baseUrl: fx.mock.url, methods: ['POST'], pathPatterns: ['/v1/files'] },
+      ]),
+      200,
+    );
+    answerUploads();
+    const bytes = trickyBytes(20_000);
+    const before = fx.mock.requests.length;
+    const anthropic = new Anthropic({
+      apiKey: b.token,
+      baseURL: `${fx.base}/v1/vault/llm/llm_a`,
+      maxRetries: 0,
+    });
+    const meta = await anthropic.beta.files.upload({
+      file: await toAnthropicFile(bytes, 'report.pdf', { type: 'application/pdf' }),
+      betas: ['files-api-2025-04-14'],
+    });
+    expect(meta).toMatchObject({ id: 'file-mock1', filename: 'report.pdf' });
+    const [rec] = fx.mock.since(before);
+    expect(rec).toMatchObject({ keyHeader: 'x-api-key', key: fx.keys.llm_a });
+    // The beta header the Files API needs is one the provider reads: forwarded.
+    expect(rec!.headers['anthropic-beta']).toBe('files-api-2025-04-14');
+    expect((await fileBytes((await formAtProvider(rec!)).get('file'))).equals(bytes)).toBe(true);
+    expect(sightings([rec!], b.token)).toEqual([]);
+  });
+
+  it('a streamed transcription (form field stream=true) is relayed as it arrives, not buffered', async () => {
+    const b = await bindUploads();
+    let firstSeen!: () => void;
+    const seenFirst = new Promise<void>((resolve) => (firstSeen = resolve));
+    unroute.push(
+      fx.mock.route('POST /v1/audio/transcriptions', async (_req, res, rec) => {
+        rec.status = 200;
+        rec.streamed = true;
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const event = (e: object) => res.write(`data: ${JSON.stringify(e)}\n\n`);
+        event({ type: 'transcript.text.delta', delta: 'Hello' });
+        // The rest is sent only once the SDK has read the first delta: a buffering vault hangs here.
+        await seenFirst;
+        event({ type: 'transcript.text.delta', delta: ' there' });
+        event({ type: 'transcript.text.done', text: 'Hello there' });
+        res.end();
+      }),
+    );
+    const stream = await client(b.token).audio.transcriptions.create({
+      file: await toFile(randomBytes(1_000), 'speech.mp3', { type: 'audio/mpeg' }),
+      model: 'gpt-4o-mini-transcribe-mock',
+      stream: true,
+    });
+    const deltas: string[] = [];
+    let text = '';
+    for await (const event of stream) {
+      if (event.type === 'transcript.text.delta') {
+        deltas.push(event.delta);
+        firstSeen();
+      } else if (event.type === 'transcript.text.done') text = event.text;
+    }
+    expect(deltas).toEqual(['Hello', ' there']);
+    expect(text).toBe('Hello there');
+  });
+
+  it('approval: the reviewer sees the fields and the file by size and digest; the SDK replay runs the same upload once', async () => {
+    const b = await bindUploads({
+      request: [
+        { label: 'uploads need a human', match: { urlPattern: '/v1/files$' }, action: 'require_approval' },
+      ],
+    });
+    const bytes = trickyBytes(5_000);
+    const upload = async () => ({
+      file: await toFile(bytes, 'notes.jsonl', { type: 'application/jsonl' }),
+      purpose: 'batch' as const,
+    });
+    const before = fx.mock.requests.length;
+    const { data, response } = await client(b.token)
+      .files.create(await upload())
+      .withResponse();
+    expect(response.status).toBe(202);
+    const paused = data as unknown as { approvalRequestId: string; approvalUrl: string };
+    expect(paused.approvalUrl).toBe('llm://llm_b/v1/files');
+    expect(fx.mock.since(before)).toEqual([]);
+
+    const shown = expectStatus(
+      await http<{ approval: { requestDetails: { body: unknown } } }>(
+        'GET',
+        `${fx.gw.baseUrl}/v1/approvals/${paused.approvalRequestId}`,
+        { headers: fx.admin.headers },
+      ),
+      200,
+    ).body.approval;
+    expect(shown.requestDetails.body).toEqual({
+      multipart: [
+        {
+          name: 'file',
+          filename: 'notes.jsonl',
+          contentType: 'application/jsonl',
+          bytes: bytes.length,
+          sha256: sha256(bytes),
+        },
+        { name: 'purpose', value: 'batch' },
+      ],
+    });
+    await fx.approve(paused.approvalRequestId);
+
+    const replaying = client(b.token, { defaultHeaders: { 'x-vlt-approval-id': paused.approvalRequestId } });
+    // Another file under the same approval: refused, nothing sent.
+    const other = await replaying.files
+      .create({ file: await toFile(trickyBytes(5_000), 'notes.jsonl'), purpose: 'batch' })
+      .then(
+        () => null,
+        (err: unknown) => err,
+      );
+    expect(other).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    expect((other as Error).message).toContain('different request');
+    expect(fx.mock.since(before)).toEqual([]);
+
+    // The SDK writes the form again with a new random boundary: still the approved upload.
+    const done = await replaying.files.create(await upload());
+    expect(done).toMatchObject({ id: 'file-mock1', bytes: bytes.length });
+    const seen = fx.mock.since(before);
+    expect(seen).toHaveLength(1);
+    expect((await fileBytes((await formAtProvider(seen[0]!)).get('file'))).equals(bytes)).toBe(true);
+  });
+
+  /** A hand-written upload, for framings no SDK writes. */
+  async function rawUpload(token: string, body: Buffer | string, boundary = 'b0undary') {
+    return fetch(`${fx.base}/v1/vault/llm/llm_b/v1/files`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': `multipart/form-data; boundary=${boundary}`,
+      },
+      body,
+    });
+  }
+
+  it('a preamble and an epilogue never reach the provider: it gets the parts the vault read, nothing else', async () => {
+    const b = await bindUploads();
+    const before = fx.mock.requests.length;
+    const body =
+      'preamble\r\n--b0undary\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n' +
+      '--b0undary\r\nContent-Disposition: form-data; name="file"; filename="a.jsonl"\r\n\r\n{}\r\n' +
+      '--b0undary--\r\n--b0undary\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nfine-tune\r\n--b0undary--\r\n';
+    const res = await rawUpload(b.token, body);
+    expect(res.status).toBe(200);
+    const [rec] = fx.mock.since(before);
+    expect(rec!.bytes.toString('latin1')).not.toContain('preamble');
+    expect(rec!.bytes.toString('latin1')).not.toContain('fine-tune');
+    const form = await formAtProvider(rec!);
+    expect(form.getAll('purpose')).toEqual(['batch']);
+  });
+
+  it('a part whose filename* holds CR LF is not read, so not sent: alone, the upload is refused', async () => {
+    const b = await bindUploads();
+    const before = fx.mock.requests.length;
+    const body =
+      '--b0undary\r\nContent-Disposition: form-data; name="file"; ' +
+      "filename*=UTF-8''a.jsonl%0D%0AContent-Type%3A%20text%2Fhtml\r\n\r\n{}\r\n--b0undary--\r\n";
+    const res = await rawUpload(b.token, body);
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain('no parts');
+    expect(fx.mock.since(before)).toEqual([]);
+  });
+
+  it.each([
+    [
+      'a part in a transfer encoding',
+      '--b0undary\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n' +
+        'Content-Transfer-Encoding: base64\r\n\r\nYWJj\r\n--b0undary--\r\n',
+      /transfer-encoding/,
+    ],
+    [
+      'more parts than a form may hold',
+      `${Array.from({ length: 101 }, (_, i) => `--b0undary\r\nContent-Disposition: form-data; name="f${i}"\r\n\r\nv\r\n`).join('')}--b0undary--\r\n`,
+      /more than 100/,
+    ],
+    ['no parts at all', '--b0undary--\r\n', /no parts/],
+    [
+      'a body cut before its closing boundary',
+      '--b0undary\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch',
+      /multipart body/,
+    ],
+  ])('refused with 400 in the provider shape, nothing sent: %s', async (_name, body, message) => {
+    const b = await bindUploads();
+    const before = fx.mock.requests.length;
+    const res = await rawUpload(b.token, body);
+    expect(res.status).toBe(400);
+    const json = (await res.json()) as { error: { message: string; code: string } };
+    expect(json.error.message).toMatch(message);
+    expect(json.error.message).toMatch(/^vault: /);
+    expect(fx.mock.since(before)).toEqual([]);
+  });
+
+  it('a multipart content type without a boundary is refused with 400, nothing sent', async () => {
+    const b = await bindUploads();
+    const before = fx.mock.requests.length;
+    const res = await fetch(`${fx.base}/v1/vault/llm/llm_b/v1/files`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${b.token}`, 'content-type': 'multipart/form-data' },
+      body: 'x',
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(/boundary/);
+    expect(fx.mock.since(before)).toEqual([]);
+  });
+
+  it('other binary bodies are still refused with 415 in the provider shape', async () => {
+    const b = await bindUploads();
+    const res = await fetch(`${fx.base}/v1/vault/llm/llm_b/v1/files`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/octet-stream' },
+      body: randomBytes(100),
+    });
+    expect(res.status).toBe(415);
+    expect(((await res.json()) as { error: { type: string } }).error.type).toBeTruthy();
+  });
+});
