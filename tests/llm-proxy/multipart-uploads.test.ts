@@ -270,6 +270,35 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     expect((await fileBytes((await formAtProvider(seen[0]!)).get('file'))).equals(bytes)).toBe(true);
   });
 
+  // Regression: Fastify's own 413 went out as the vault's `{error}` body, which the SDKs show
+  // without the vault's message; JSON bodies over the limit (large base64 images) had it too.
+  it('a body over the 10 MiB limit, upload or JSON, surfaces in the SDK as a 413 with the vault message, nothing sent', async () => {
+    const b = await bindUploads();
+    const before = fx.mock.requests.length;
+    const refused = async (p: Promise<unknown>) => {
+      const err = await p.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+      expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(413);
+      expect((err as Error).message).toContain('vault: request body is larger than 10485760 bytes');
+    };
+    await refused(
+      client(b.token).audio.transcriptions.create({
+        file: await toFile(Buffer.alloc(10 * 1024 * 1024 + 1), 'long.mp3', { type: 'audio/mpeg' }),
+        model: 'whisper-mock',
+      }),
+    );
+    await refused(
+      client(b.token).chat.completions.create({
+        model: 'gpt-mock',
+        messages: [{ role: 'user', content: 'x'.repeat(10 * 1024 * 1024) }],
+      }),
+    );
+    expect(fx.mock.since(before)).toEqual([]);
+  });
+
   /** A hand-written upload, for framings no SDK writes. */
   async function rawUpload(token: string, body: Buffer | string, boundary = 'b0undary') {
     return fetch(`${fx.base}/v1/vault/llm/llm_b/v1/files`, {

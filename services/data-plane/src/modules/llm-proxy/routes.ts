@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, Errors, libraryAppError } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import { requireAgent } from '../../plugins/agent-auth.js';
@@ -42,6 +42,19 @@ function isTextual(contentType: string | undefined): boolean {
   return ct.includes('json') || ct.startsWith('text/');
 }
 
+/**
+ * Fastify's own refusals of a request, such as a body over the limit, as the vault's: an SDK
+ * reads those too, so they go out in the provider's shape like any other refusal.
+ */
+function requestRefusal(err: Error, req: FastifyRequest): AppError | null {
+  const status = (err as FastifyError).statusCode;
+  if (typeof status !== 'number' || status < 400 || status >= 500) return null;
+  if (status === 413) {
+    return Errors.payloadTooLarge(`request body is larger than ${req.routeOptions.bodyLimit} bytes`);
+  }
+  return new AppError((err as FastifyError).code ?? 'BAD_REQUEST', status, err.message);
+}
+
 export function llmProxyRoutes(deps: DataPlaneDeps) {
   return async function (app: FastifyInstance) {
     // The body is forwarded as the SDK wrote it (numbers, key order): read as text, judged by
@@ -61,7 +74,7 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
 
     // Refusals in the provider's own error shape, so the SDK raises its API error with our message.
     app.setErrorHandler((err: Error, req, reply) => {
-      const mapped = err instanceof AppError ? err : libraryAppError(err);
+      const mapped = err instanceof AppError ? err : (libraryAppError(err) ?? requestRefusal(err, req));
       const provider = (req.params as { provider?: string }).provider ?? '';
       if (!mapped || !isLlmProvider(provider)) throw err;
       for (const name of ['content-type', 'content-length', 'cache-control', 'x-accel-buffering'])
