@@ -6,6 +6,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import Anthropic, { toFile as toAnthropicFile } from '@anthropic-ai/sdk';
+import { GoogleGenAI } from '@google/genai';
 import OpenAI, { toFile } from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { expectStatus, http, putAllowlists } from '../support/api-client.js';
@@ -171,6 +172,109 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     expect(rec!.headers['anthropic-beta']).toBe('files-api-2025-04-14');
     expect((await fileBytes((await formAtProvider(rec!)).get('file'))).equals(bytes)).toBe(true);
     expect(sightings([rec!], b.token)).toEqual([]);
+  });
+
+  describe('Gemini resumable uploads (ai.files.upload)', () => {
+    /** Gemini's two steps: `start` answers an upload URL, the chunks then go to that URL. */
+    function answerResumable(uploadUrl: (id: string) => string) {
+      const chunks: Buffer[] = [];
+      unroute.push(
+        fx.mock.route('POST /upload/v1beta/files', (req, res, rec) => {
+          rec.status = 200;
+          const command = String(req.headers['x-goog-upload-command']);
+          if (command === 'start') {
+            res.writeHead(200, { 'x-goog-upload-url': uploadUrl('u-1'), 'x-goog-upload-status': 'active' });
+            res.end();
+            return;
+          }
+          chunks.push(rec.bytes);
+          const size = Buffer.concat(chunks).length;
+          const final = command.includes('finalize');
+          res.writeHead(200, {
+            'content-type': 'application/json',
+            'x-goog-upload-status': final ? 'final' : 'active',
+          });
+          res.end(
+            final
+              ? JSON.stringify({ file: { name: 'files/u-1', sizeBytes: String(size), state: 'ACTIVE' } })
+              : '',
+          );
+        }),
+      );
+      return chunks;
+    }
+
+    async function bindGemini() {
+      const b = await fx.bind('llm_c');
+      expectStatus(
+        await putAllowlists(fx.admin, b.policyId, [
+          { baseUrl: fx.mock.url, methods: ['POST'], pathPatterns: ['/upload/v1beta/files'] },
+        ]),
+        200,
+      );
+      return b;
+    }
+
+    const gemini = (token: string) =>
+      new GoogleGenAI({
+        apiKey: token,
+        httpOptions: {
+          baseUrl: `${fx.base}/v1/vault/llm/llm_c`,
+          apiVersion: 'v1beta',
+          retryOptions: { attempts: 1 },
+        },
+      });
+
+    it('every chunk goes through the vault, byte for byte, with the stored key; the upload URL names the vault', async () => {
+      const b = await bindGemini();
+      const chunks = answerResumable(
+        (id) => `${fx.mock.url}/upload/v1beta/files?upload_id=${id}&upload_protocol=resumable`,
+      );
+      // Over the SDK's 8 MiB chunk: two chunks, the second one finalising.
+      const bytes = trickyBytes(8 * 1024 * 1024 + 3_000);
+      const before = fx.mock.requests.length;
+      const file = await gemini(b.token).files.upload({
+        file: new Blob([bytes], { type: 'video/mp4' }),
+        config: { displayName: 'clip' },
+      });
+      expect(file).toMatchObject({ name: 'files/u-1', sizeBytes: String(bytes.length) });
+      const seen = fx.mock.since(before);
+      expect(seen.map((r) => r.headers['x-goog-upload-command'])).toEqual([
+        'start',
+        'upload',
+        'upload, finalize',
+      ]);
+      for (const r of seen) expect(r).toMatchObject({ keyHeader: 'x-goog-api-key', key: fx.keys.llm_c });
+      expect(seen[0]!.headers['x-goog-upload-header-content-length']).toBe(String(bytes.length));
+      expect(seen[1]!.query).toMatchObject({ upload_id: 'u-1' });
+      expect(seen[2]!.headers['x-goog-upload-offset']).toBe(String(8 * 1024 * 1024));
+      expect(Buffer.concat(chunks).equals(bytes)).toBe(true);
+      expect(sightings(seen, b.token)).toEqual([]);
+    });
+
+    it('an upload URL outside the provider is not relayed: the SDK stops, nothing goes anywhere else', async () => {
+      const b = await bindGemini();
+      answerResumable((id) => `https://uploads.elsewhere.invalid/upload/v1beta/files?upload_id=${id}`);
+      const before = fx.mock.requests.length;
+      await expect(
+        gemini(b.token).files.upload({ file: new Blob([randomBytes(100)], { type: 'video/mp4' }) }),
+      ).rejects.toThrow(/upload url/i);
+      expect(fx.mock.since(before).map((r) => r.headers['x-goog-upload-command'])).toEqual(['start']);
+    });
+
+    it('a chunk is bytes on the Gemini route only: sent to another provider it is refused with 415', async () => {
+      const b = await bindUploads();
+      const res = await fetch(`${fx.base}/v1/vault/llm/llm_b/v1/files`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${b.token}`,
+          'content-type': 'application/json',
+          'x-goog-upload-command': 'upload, finalize',
+        },
+        body: randomBytes(64),
+      });
+      expect(res.status).toBe(415);
+    });
   });
 
   it('a streamed transcription (form field stream=true) is relayed as it arrives, not buffered', async () => {

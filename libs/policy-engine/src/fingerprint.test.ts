@@ -115,7 +115,7 @@ describe('bodies of bytes (an upload through the LLM proxy)', () => {
     expect(fingerprint({ ...base, headers: form, body: '--vlt-form-1\r\n\xff\x00' })).not.toBe(a);
   });
 
-  it('are refused (400) unless they are multipart/form-data: a JSON type would name an unjudged document', () => {
+  it('are refused (400) unless a form or octet-stream: a JSON type would name an unjudged document', () => {
     const d = evaluateExecution(
       { ...base, headers: { 'content-type': 'application/json' }, body: bytes('{"to":"x"}') },
       rt,
@@ -129,7 +129,7 @@ describe('bodies of bytes (an upload through the LLM proxy)', () => {
     );
     expect(d).toMatchObject({
       outcome: 'bad_request',
-      reason: 'a body of bytes must be multipart/form-data',
+      reason: 'a body of bytes must be multipart/form-data or application/octet-stream',
     });
   });
 });

@@ -11,8 +11,9 @@
  *   constraints read it; body matchers do not;
  * - any other string: opaque; body matchers never match it and provider constraints that need
  *   ids refuse it;
- * - bytes (a Uint8Array), `multipart/form-data` only: opaque as above, sent as they are. The LLM
- *   proxy passes an upload this way, already rewritten into one canonical form (ADR 0095).
+ * - bytes (a Uint8Array), as `multipart/form-data` or `application/octet-stream` only: opaque
+ *   as above, sent as they are. The LLM proxy passes uploads this way: a form already rewritten
+ *   into one canonical form, or a chunk of a resumable upload (ADR 0095).
  */
 import type { InspectedBody } from './provider-constraints.js';
 import { jsonBoundsViolation, REQUEST_JSON_BOUNDS } from './json-bounds.js';
@@ -58,8 +59,9 @@ export function prepareRequestBody(
   if (body instanceof Uint8Array) {
     // Bytes are no JSON text: a JSON content type on them would be read by the provider as a
     // document the policy never judged.
-    if (mediaType(contentType) !== 'multipart/form-data') {
-      return { ok: false, reason: 'a body of bytes must be multipart/form-data' };
+    const mime = mediaType(contentType);
+    if (mime !== 'multipart/form-data' && mime !== 'application/octet-stream') {
+      return { ok: false, reason: 'a body of bytes must be multipart/form-data or application/octet-stream' };
     }
     return { ok: true, inspected: { kind: 'opaque' }, payload: body, size: body.byteLength };
   }

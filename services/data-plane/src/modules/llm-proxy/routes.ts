@@ -6,7 +6,7 @@ import { agentGoneSignal } from '../execute/agent-gone.js';
 import { RawJsonBody } from '../execute/respond.js';
 import { carriedAsBase64 } from '../execute/response-decoding.js';
 import { isLlmProvider, providerErrorBody, type LlmProvider } from './provider-shapes.js';
-import { proxyLlmCall } from './service.js';
+import { isUploadChunk, proxyLlmCall } from './service.js';
 
 const PREFIX = '/v1/vault/llm/';
 const LEGACY_PREFIX = '/v1/llm/proxy/';
@@ -60,12 +60,14 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
     // The body is forwarded as the SDK wrote it (numbers, key order): read as text, judged by
     // the pipeline where the policy reads it.
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'string' }, (req, body, done) => {
+    app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
+      // A chunk of a resumable upload is bytes whatever its content type says (ADR 0095).
+      if (isUploadChunk(req.headers)) return done(null, body);
       if (!isTextual(req.headers['content-type'])) {
         done(Errors.unsupportedMediaType('the LLM proxy forwards JSON, text and forms only'), undefined);
         return;
       }
-      done(null, body);
+      done(null, body.toString('utf8'));
     });
     // An upload holds files: its bytes are read as they are, then part by part in the service.
     app.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_req, body, done) => {
@@ -111,6 +113,7 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
           headers: req.headers,
           body: typeof req.body === 'string' || Buffer.isBuffer(req.body) ? req.body : undefined,
           agentGone: agentGoneSignal(reply),
+          vaultBase: `${req.protocol}://${req.host}${PREFIX}${provider}`,
         });
         if (out.kind === 'approval') {
           const a = out.approval;

@@ -41,6 +41,13 @@ const FORWARDED_HEADERS = new Set([
   'idempotency-key',
   'x-goog-api-client',
   'user-agent',
+  // Gemini's resumable uploads (ADR 0095).
+  'x-goog-upload-protocol',
+  'x-goog-upload-command',
+  'x-goog-upload-offset',
+  'x-goog-upload-header-content-length',
+  'x-goog-upload-header-content-type',
+  'x-goog-upload-file-name',
 ]);
 
 /** Query parameters never forwarded: a key in the query would be the agent's token. */
@@ -61,6 +68,8 @@ export interface LlmCall {
   body: string | Buffer | undefined;
   /** Aborted when the agent hangs up (see ExecuteOptions). */
   agentGone?: AbortSignal;
+  /** This provider's LLM route as the agent reached it: `<origin>/v1/vault/llm/<provider>`. */
+  vaultBase?: string;
 }
 
 export type LlmOutcome =
@@ -84,6 +93,28 @@ function connectionOf(
     .connectionsOf(agent.workspaceId)
     .filter((c) => c.service === service && c.singleton && c.status !== 'revoked');
   return live.length === 1 ? live[0]! : null;
+}
+
+/**
+ * A chunk of a Gemini resumable upload: any command but the `start` that opens the upload. Its
+ * body is the file's bytes, sent whatever content type the SDK names (it says JSON).
+ */
+export function isUploadChunk(headers: LlmCall['headers']): boolean {
+  const command = headers['x-goog-upload-command'];
+  return typeof command === 'string' && command.trim().toLowerCase() !== 'start';
+}
+
+/**
+ * The upload URL Gemini answers a resumable upload's start with, made to address the vault. The
+ * SDK sends every chunk to that URL's path on the host it was configured with: the provider's
+ * path alone would miss the LLM route, and a client that follows the URL as given would take
+ * the agent's token to the provider. An upload URL outside the provider's API is not relayed.
+ */
+function uploadUrlThroughVault(headers: Record<string, string>, base: string, vaultBase: string): void {
+  const url = headers['x-goog-upload-url'];
+  if (url === undefined) return;
+  delete headers['x-goog-upload-url'];
+  if (url.startsWith(`${base}/`)) headers['x-goog-upload-url'] = `${vaultBase}${url.slice(base.length)}`;
 }
 
 /**
@@ -151,14 +182,21 @@ export async function proxyLlmCall(
     throw Errors.badRequest('x-vlt-approval-id must be an approval request id');
   }
   const headers = forwardedHeaders(call.headers);
-  // An upload is sent in the canonical form it was read into (ADR 0095).
+  // An upload is sent in the canonical form it was read into; a resumable upload's chunk as
+  // the bytes it is (ADR 0095).
   const form =
     Buffer.isBuffer(call.body) && isMultipart(headers['content-type'])
       ? writeForm(await readForm(call.body, headers['content-type']!))
       : undefined;
+  const chunk =
+    Buffer.isBuffer(call.body) && !form && call.provider === 'llm_c' && isUploadChunk(call.headers)
+      ? call.body
+      : undefined;
   if (form) headers['content-type'] = form.contentType;
-  else if (Buffer.isBuffer(call.body))
-    throw Errors.unsupportedMediaType('the LLM proxy forwards JSON, text and forms');
+  else if (chunk) headers['content-type'] = 'application/octet-stream';
+  else if (Buffer.isBuffer(call.body)) {
+    throw Errors.unsupportedMediaType('the LLM proxy forwards JSON, text and forms only');
+  }
   const text = typeof call.body === 'string' && call.body !== '' ? call.body : undefined;
   const req: ExecuteModelB = {
     model: 'B',
@@ -166,7 +204,7 @@ export async function proxyLlmCall(
     method: call.method as ExecuteModelB['method'],
     url: `${base}${call.path}${forwardedQuery(call.query)}`,
     headers,
-    ...(form ? { body: form.body } : text !== undefined && { body: text }),
+    ...(form ? { body: form.body } : chunk ? { body: chunk } : text !== undefined && { body: text }),
     stream: wantsStream({ ...call, body: text }, form?.parts),
     ...(typeof approvalId === 'string' && { approvalId }),
     context: { via: 'llm_proxy', provider: call.provider },
@@ -188,5 +226,6 @@ export async function proxyLlmCall(
   });
   if ('approvalRequired' in out) return { kind: 'approval', approval: out, presentedUrl };
   if ('streamed' in out) return { kind: 'streamed', result: out };
+  if (call.provider === 'llm_c' && call.vaultBase) uploadUrlThroughVault(out.headers, base, call.vaultBase);
   return { kind: 'buffered', result: out };
 }
