@@ -64,7 +64,7 @@ export interface LlmCall {
   /** Raw query string without `?`, or ''. */
   query: string;
   headers: Record<string, string | string[] | undefined>;
-  /** The body as text (JSON or text), bytes for `multipart/form-data`, undefined for none. */
+  /** The body as text (JSON or text), bytes for an upload (a form, a Gemini chunk), or undefined. */
   body: string | Buffer | undefined;
   /** Aborted when the agent hangs up (see ExecuteOptions). */
   agentGone?: AbortSignal;
