@@ -60,6 +60,11 @@
  *      without rules, proxy with e-mail redaction (the same provider bytes per response, so the
  *      ratio is the input-throughput ratio), and the proxying process's CPU per response.
  *
+ * `--uploads` measures uploads instead (ADR 0096), after the same set-up and sanity checks:
+ * `POST /v1/files` forms of 1 MiB, 8 MiB and 25 MB, one at a time, through bare and through the
+ * proxy. It prints what the carrying process held at peak as a multiple of the upload's size,
+ * its event loop's longest stall, and the upload's wall time.
+ *
  * Targets (ADR 0043 issue): TTFB +≤ 1 ms p50 over direct; throughput without response rules
  * ≥ 0.9 × bare, with redaction ≥ 0.6 × on the PII-dense stream and ≥ 0.9 × on the clean one;
  * ≤ 64 KiB per concurrent stream. This prints; it never fails on numbers. It exits non-zero when
@@ -73,6 +78,7 @@ import https from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import v8 from 'node:v8';
@@ -183,13 +189,18 @@ function deltaText(sse: string): string {
 async function serveMemory(port: number, extra: () => object = () => ({})) {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc') as () => void;
+  // How long the process's event loop was held at most since the last `?reset=1` (uploads).
+  const loop = monitorEventLoopDelay({ resolution: 5 });
+  loop.enable();
   const server = http.createServer((req, res) => {
     if (req.url?.includes('gc=1')) {
       gc();
       gc();
     }
+    const loopDelayMaxMs = loop.max / 1e6;
+    if (req.url?.includes('reset=1')) loop.reset();
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ ...process.memoryUsage(), ...extra() }));
+    res.end(JSON.stringify({ ...process.memoryUsage(), loopDelayMaxMs, ...extra() }));
   });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
 }
@@ -271,6 +282,12 @@ async function runUpstream() {
           object: 'list',
           data: [{ id: 'bench-pii', object: 'model', created: 1700000000, owned_by: 'bench' }],
         });
+      if (req.method === 'POST' && req.url === '/v1/files') {
+        let bytes = 0;
+        req.on('data', (c: Buffer) => (bytes += c.length));
+        req.on('end', () => sendJson(res, 200, { id: 'file-bench', object: 'file', bytes }));
+        return;
+      }
       if (req.method !== 'POST' || req.url !== '/v1/chat/completions')
         return sendJson(res, 404, { error: { message: `no route ${req.method} ${req.url}` } });
       const parts: Buffer[] = [];
@@ -452,11 +469,13 @@ interface Memory {
   rss: number;
   heapUsed: number;
   external: number;
+  loopDelayMaxMs: number;
   logs?: { lines: number; warn: number; error: number; first: string[] };
 }
 
-async function memoryOf(url: string, gc = false): Promise<Memory> {
-  const res = await request(`${url}/${gc ? '?gc=1' : ''}`);
+async function memoryOf(url: string, gc = false, resetLoop = false): Promise<Memory> {
+  const query = [gc && 'gc=1', resetLoop && 'reset=1'].filter(Boolean).join('&');
+  const res = await request(`${url}/${query ? `?${query}` : ''}`);
   return (await res.body.json()) as Memory;
 }
 
@@ -469,6 +488,96 @@ const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-');
 const kib = (bytes: number) => fmt(bytes / 1024, 1);
 const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');
 
+// ---------------------------------------------------------------------------------------------
+// --uploads: what an upload costs the process that carries it (ADR 0096)
+
+const UPLOADS_ONLY = process.argv.includes('--uploads');
+const UPLOAD_SIZES = [1024 * 1024, 8 * 1024 * 1024, 25_000_000];
+const UPLOADS_PER_SIZE = Number(process.env.BENCH_UPLOADS ?? 4);
+
+/** A `files.create` form around `size` random bytes, as an SDK writes one. */
+function uploadForm(size: number): { body: Buffer; contentType: string } {
+  const boundary = `----bench${randomBytes(8).toString('hex')}`;
+  const head =
+    `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n` +
+    `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.jsonl"\r\n` +
+    'Content-Type: application/jsonl\r\n\r\n';
+  return {
+    body: Buffer.concat([Buffer.from(head), randomBytes(size), Buffer.from(`\r\n--${boundary}--\r\n`)]),
+    contentType: `multipart/form-data; boundary=${boundary}`,
+  };
+}
+
+/**
+ * Uploads of 1 MiB, 8 MiB and 25 MB, one at a time, through the bare passthrough (the
+ * baseline: it pipes, holding next to nothing) and through the proxy. For each: the carrying
+ * process's peak heap used + external over its level after a GC (sampled every 10 ms), as a
+ * multiple of the upload's size; its event loop's longest stall; the upload's wall time.
+ */
+async function measureUploads(
+  routes: Record<'bare' | 'proxy', { origin: string; path: string; headers: Record<string, string> }>,
+  memUrl: Record<'bare' | 'gateway', string>,
+  fail: (where: string, problem: string) => void,
+) {
+  const heapOf = (m: Memory) => m.heapUsed + m.external;
+  console.log(
+    `\nuploads, one at a time, ${UPLOADS_PER_SIZE} per size (peak held = peak heap used + external` +
+      ' over the level after a GC)',
+  );
+  console.log('size        mode     peak held (x size)   loop stall max   wall p50');
+  for (const size of UPLOAD_SIZES) {
+    const form = uploadForm(size);
+    for (const mode of ['bare', 'proxy'] as const) {
+      const route = routes[mode];
+      const url = mode === 'bare' ? memUrl.bare : memUrl.gateway;
+      const pool = new Pool(route.origin, { connections: 1 });
+      const held: number[] = [];
+      const stalls: number[] = [];
+      const walls: number[] = [];
+      for (let i = 0; i < UPLOADS_PER_SIZE; i++) {
+        const before = await memoryOf(url, true, true);
+        let peak = heapOf(before);
+        let sampling = true;
+        const sampler = (async () => {
+          while (sampling) {
+            const m = await memoryOf(url).catch(() => undefined);
+            if (m) peak = Math.max(peak, heapOf(m));
+            await sleep(10);
+          }
+        })();
+        const t0 = performance.now();
+        const res = await pool.request({
+          method: 'POST',
+          path: route.path,
+          headers: { 'content-type': form.contentType, ...route.headers },
+          body: form.body,
+        });
+        const answer = await res.body.text();
+        walls.push(performance.now() - t0);
+        sampling = false;
+        await sampler;
+        const after = await memoryOf(url);
+        const sent = (JSON.parse(answer) as { bytes?: number }).bytes ?? 0;
+        if (res.statusCode !== 200 || sent < size)
+          fail(`upload ${size} via ${mode}`, `HTTP ${res.statusCode} ${answer.slice(0, 200)}`);
+        held.push((Math.max(peak, heapOf(after)) - heapOf(before)) / size);
+        stalls.push(after.loopDelayMaxMs);
+      }
+      await pool.close();
+      const med = (xs: number[]) =>
+        quantile(
+          [...xs].sort((a, b) => a - b),
+          0.5,
+        );
+      console.log(
+        `${(size / 1024 / 1024).toFixed(1).padStart(5)} MiB   ${mode.padEnd(7)}  ` +
+          `${fmt(med(held)).padStart(6)} (max ${fmt(Math.max(...held))})` +
+          `    ${fmt(med(stalls), 1).padStart(6)} ms     ${fmt(med(walls), 1).padStart(7)} ms`,
+      );
+    }
+  }
+}
+
 async function main(): Promise<number> {
   const started = Date.now();
   const h = await openBenchHarness('llm-proxy', HARD_LIMIT_MS);
@@ -479,6 +588,7 @@ async function main(): Promise<number> {
     createPolicy,
     expectStatus,
     http: api,
+    putAllowlists,
   } = await import('@vlt/test-support/api-client.js');
   const { agentToken, enrolledAgent, newUser } = await import('@vlt/test-support/identity-harness.js');
   let broken = 0;
@@ -679,6 +789,34 @@ async function main(): Promise<number> {
       if (!r.ok) throw new Error(`sanity: ${routes[key].label}: ${r.problem}`);
       if (deltaText(r.text) !== TTFB_PARTS.join(''))
         throw new Error(`sanity: ${routes[key].label} streamed ${JSON.stringify(deltaText(r.text))}`);
+    }
+
+    if (UPLOADS_ONLY) {
+      const agent = await enrolledAgent(admin);
+      const { policy } = await createPolicy(admin, agent.id, connB, RW_UNATTENDED);
+      expectStatus(
+        await putAllowlists(admin, policy.id, [
+          { baseUrl: upstreamBase, methods: ['POST'], pathPatterns: ['/v1/files'] },
+        ]),
+        200,
+      );
+      const token = await agentToken(base, agent);
+      const upload = (origin: string, path: string, headers: Record<string, string>) => ({
+        origin,
+        path,
+        headers,
+      });
+      await measureUploads(
+        {
+          bare: upload(bareBase, '/v1/files', {}),
+          proxy: upload(base, '/v1/vault/llm/llm_b/v1/files', { authorization: `Bearer ${token}` }),
+        },
+        memUrl,
+        (where, problem) => note(where, { ok: false, status: 0, firstMs: NaN, bytes: 0, text: '', problem }),
+      );
+      console.log(`total ${fmt((Date.now() - started) / 1000, 1)} s`);
+      if (broken) for (const p of problems) console.log(`  ${p}`);
+      return broken ? 1 : 0;
     }
 
     // ---- 1. Memory: STREAMS concurrent slow streams, each mode on fresh connections.
