@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { AppError } from '@vlt/service-kit';
-import { readForm, summarizeForm, writeForm, type FormPart } from './multipart-body.js';
+import { filePart, readForm, summarizeForm, writeForm, type FormPart } from './multipart-body.js';
 
 /** A form as an SDK frames it: its own boundary, its own header spelling. */
 function framed(boundary: string, parts: Array<{ head: string; content: Buffer | string }>): Buffer {
@@ -54,15 +54,36 @@ describe('canonical multipart forms', () => {
     expect(a.body.toString('latin1')).not.toContain('preamble');
   });
 
+  it('a file read in one piece is held as a view of the body, not a copy, with its digest', async () => {
+    const raw = Buffer.concat([
+      Buffer.from('--b\r\nContent-Disposition: form-data; name="file"; filename="a.mp3"\r\n\r\n'),
+      audio,
+      Buffer.from('\r\n--b--\r\n'),
+    ]);
+    const [part] = await readForm(raw, 'multipart/form-data; boundary=b');
+    if (part?.kind !== 'file') throw new Error('expected a file part');
+    expect(part.bytes.equals(audio)).toBe(true);
+    expect(part.bytes.buffer).toBe(raw.buffer);
+    expect(part.sha256).toBe(createHash('sha256').update(audio).digest('hex'));
+  });
+
   it('another file, or the same file renamed, gives other bytes', async () => {
     const base: FormPart[] = [
-      { kind: 'file', name: 'file', filename: 'a.mp3', contentType: 'audio/mpeg', bytes: audio },
+      filePart({ name: 'file', filename: 'a.mp3', contentType: 'audio/mpeg', bytes: audio }),
     ];
     const changed = Buffer.from(audio);
     changed[1_500] = changed[1_500]! ^ 1;
     const one = writeForm(base).body;
-    expect(writeForm([{ ...base[0]!, bytes: changed } as FormPart]).body.equals(one)).toBe(false);
-    expect(writeForm([{ ...base[0]!, filename: 'b.mp3' } as FormPart]).body.equals(one)).toBe(false);
+    expect(
+      writeForm([
+        filePart({ name: 'file', filename: 'a.mp3', contentType: 'audio/mpeg', bytes: changed }),
+      ]).body.equals(one),
+    ).toBe(false);
+    expect(
+      writeForm([
+        filePart({ name: 'file', filename: 'b.mp3', contentType: 'audio/mpeg', bytes: audio }),
+      ]).body.equals(one),
+    ).toBe(false);
   });
 
   it('a second parser reads exactly the parts that were read: names, values, files, types', async () => {
@@ -70,7 +91,7 @@ describe('canonical multipart forms', () => {
       { kind: 'field', name: 'timestamp_granularities[]', value: 'word' },
       { kind: 'field', name: 'timestamp_granularities[]', value: 'segment' },
       { kind: 'field', name: 'prompt', value: 'Ünïcödé — 🎙️' },
-      { kind: 'file', name: 'file', filename: 'dir/spéech.mp3', contentType: 'audio/mpeg', bytes: audio },
+      filePart({ name: 'file', filename: 'dir/spéech.mp3', contentType: 'audio/mpeg', bytes: audio }),
     ];
     const form = await reread(writeForm(parts));
     expect(form.getAll('timestamp_granularities[]')).toEqual(['word', 'segment']);
@@ -85,13 +106,12 @@ describe('canonical multipart forms', () => {
   it('a name or filename with CR, LF or a quote stays inside its header line', async () => {
     const parts: FormPart[] = [
       { kind: 'field', name: 'a"\r\nContent-Type: text/html', value: 'v' },
-      {
-        kind: 'file',
+      filePart({
         name: 'file',
         filename: 'x.txt"\r\n\r\ninjected',
         contentType: 'text/plain\r\nX-Evil: 1',
         bytes: Buffer.from('ok'),
-      },
+      }),
     ];
     const written = writeForm(parts);
     const text = written.body.toString('latin1');
@@ -158,7 +178,7 @@ describe('canonical multipart forms', () => {
   it('summarises files by size and digest, and cuts long values for reviewers', () => {
     const summary = summarizeForm([
       { kind: 'field', name: 'prompt', value: 'p'.repeat(5_000) },
-      { kind: 'file', name: 'file', filename: 'a.mp3', contentType: 'audio/mpeg', bytes: audio },
+      filePart({ name: 'file', filename: 'a.mp3', contentType: 'audio/mpeg', bytes: audio }),
     ]);
     expect(summary.multipart[0]).toEqual({ name: 'prompt', value: `${'p'.repeat(2_000)}…` });
     expect(summary.multipart[1]).toEqual({

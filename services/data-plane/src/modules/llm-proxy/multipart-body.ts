@@ -21,7 +21,15 @@ export const MULTIPART_LIMITS = {
 
 export type FormPart =
   | { kind: 'field'; name: string; value: string }
-  | { kind: 'file'; name: string; filename: string; contentType: string; bytes: Buffer };
+  | {
+      kind: 'file';
+      name: string;
+      filename: string;
+      contentType: string;
+      bytes: Buffer;
+      /** SHA-256 of `bytes`, hex: taken as they are read, for the boundary and the reviewer. */
+      sha256: string;
+    };
 
 export interface CanonicalForm {
   parts: FormPart[];
@@ -97,13 +105,27 @@ export async function readForm(raw: Buffer, contentType: string): Promise<FormPa
         return fail('a part has a content-transfer-encoding');
       }
       const chunks: Buffer[] = [];
-      const part: FormPart = { kind: 'file', name, filename, contentType: mimeType, bytes: Buffer.alloc(0) };
+      const digest = createHash('sha256');
+      const part: FormPart = {
+        kind: 'file',
+        name,
+        filename,
+        contentType: mimeType,
+        bytes: Buffer.alloc(0),
+        sha256: '',
+      };
       parts.push(part);
       filesOpen++;
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('data', (chunk: Buffer) => {
+        chunks.push(chunk);
+        digest.update(chunk);
+      });
       stream.on('error', (err: Error) => fail(err.message.toLowerCase()));
       stream.on('end', () => {
-        part.bytes = Buffer.concat(chunks);
+        // The parser hands out views of `raw`; a file read in one piece is kept as that view,
+        // so an upload is held once here, not twice (ADR 0095).
+        part.bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+        part.sha256 = digest.digest('hex');
         filesOpen--;
         settle();
       });
@@ -120,6 +142,11 @@ export async function readForm(raw: Buffer, contentType: string): Promise<FormPa
   });
   if (parts.length === 0) refuse('no parts');
   return parts;
+}
+
+/** A file part built by hand, its digest taken from its bytes. */
+export function filePart(file: Omit<Extract<FormPart, { kind: 'file' }>, 'kind' | 'sha256'>): FormPart {
+  return { kind: 'file', ...file, sha256: createHash('sha256').update(file.bytes).digest('hex') };
 }
 
 /** A quoted-string in a Content-Disposition, as browsers write one (WHATWG HTML, form-data). */
@@ -142,15 +169,19 @@ function partHead(part: FormPart): string {
 
 /**
  * The parts written in one canonical form. The boundary is a digest of them: the same parts
- * give the same bytes, and no part can hold a digest of itself.
+ * give the same bytes, and no part can hold a digest of itself. A file enters it by the digest
+ * taken while it was read, so a large upload is hashed once.
  */
 export function writeForm(parts: FormPart[]): CanonicalForm {
   const heads = parts.map((p) => Buffer.from(partHead(p), 'utf8'));
   const contents = parts.map((p) => (p.kind === 'file' ? p.bytes : Buffer.from(p.value, 'utf8')));
   const digest = createHash('sha256');
   for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!;
+    const content =
+      part.kind === 'file' ? part.sha256 : createHash('sha256').update(contents[i]!).digest('hex');
     // Lengths first: no two different forms hash the same stream of bytes.
-    digest.update(`${heads[i]!.length}:${contents[i]!.length}:`).update(heads[i]!).update(contents[i]!);
+    digest.update(`${heads[i]!.length}:${contents[i]!.length}:${content}:`).update(heads[i]!);
   }
   const boundary = `vlt-form-${digest.digest('hex').slice(0, 48)}`;
   const delimiter = Buffer.from(`\r\n--${boundary}`, 'latin1');
@@ -177,7 +208,7 @@ export function summarizeForm(parts: FormPart[]): FormSummary {
             filename: p.filename,
             contentType: mediaTypeOf(p.contentType),
             bytes: p.bytes.length,
-            sha256: createHash('sha256').update(p.bytes).digest('hex'),
+            sha256: p.sha256,
           },
     ),
   };
