@@ -5,6 +5,7 @@
  * (undici's `Request.formData`), so a test fails if the two readings of a form differ.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import Anthropic, { toFile as toAnthropicFile } from '@anthropic-ai/sdk';
 import { GoogleGenAI } from '@google/genai';
 import OpenAI, { toFile } from 'openai';
@@ -374,9 +375,25 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     expect((await fileBytes((await formAtProvider(seen[0]!)).get('file'))).equals(bytes)).toBe(true);
   });
 
+  // Regression: uploads shared the server's 10 MiB limit, so an SDK's transcription of a
+  // 25 MB recording (OpenAI's own limit) was refused by the vault.
+  it('a 25 MB recording, the most OpenAI transcribes, goes through the vault byte for byte', async () => {
+    const b = await bindUploads();
+    const audio = randomBytes(25_000_000);
+    const before = fx.mock.requests.length;
+    const out = await client(b.token).audio.transcriptions.create({
+      file: await toFile(audio, 'meeting.mp3', { type: 'audio/mpeg' }),
+      model: 'whisper-mock',
+      language: 'en',
+    });
+    expect(out.text).toBe('heard 25000000 bytes in en');
+    const [rec] = fx.mock.since(before);
+    expect(sha256(await fileBytes((await formAtProvider(rec!)).get('file')))).toBe(sha256(audio));
+  });
+
   // Regression: Fastify's own 413 went out as the vault's `{error}` body, which the SDKs show
   // without the vault's message; JSON bodies over the limit (large base64 images) had it too.
-  it('a body over the 10 MiB limit, upload or JSON, surfaces in the SDK as a 413 with the vault message, nothing sent', async () => {
+  it('a body over its limit, an upload over 32 MiB or JSON over 10 MiB, surfaces in the SDK as a 413 with the vault message, nothing sent', async () => {
     const b = await bindUploads();
     const before = fx.mock.requests.length;
     const refused = async (p: Promise<unknown>) => {
@@ -386,20 +403,23 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
       );
       expect(err).toBeInstanceOf(OpenAI.APIError);
       expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(413);
-      expect((err as Error).message).toContain('vault: request body is larger than 10485760 bytes');
+      return (err as Error).message;
     };
-    await refused(
-      client(b.token).audio.transcriptions.create({
-        file: await toFile(Buffer.alloc(10 * 1024 * 1024 + 1), 'long.mp3', { type: 'audio/mpeg' }),
-        model: 'whisper-mock',
-      }),
-    );
-    await refused(
+    expect(
+      await refused(
+        client(b.token).audio.transcriptions.create({
+          file: await toFile(Buffer.alloc(32 * 1024 * 1024 + 1), 'long.mp3', { type: 'audio/mpeg' }),
+          model: 'whisper-mock',
+        }),
+      ),
+    ).toContain('vault: request body is larger than 33554432 bytes');
+    const json = await refused(
       client(b.token).chat.completions.create({
         model: 'gpt-mock',
         messages: [{ role: 'user', content: 'x'.repeat(10 * 1024 * 1024) }],
       }),
     );
+    expect(json).toContain('vault: request body is larger than 10485760 bytes');
     expect(fx.mock.since(before)).toEqual([]);
   });
 
@@ -494,5 +514,114 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     });
     expect(res.status).toBe(415);
     expect(((await res.json()) as { error: { type: string } }).error.type).toBeTruthy();
+  });
+});
+
+/**
+ * The upload bytes a data plane holds at once are bounded (ADR 0096): with a 1 MiB budget, a
+ * second 600 kB upload waits its turn with 503 while the first is at the provider.
+ */
+describe('uploads held at once by one data plane', () => {
+  let fx: LlmGateway;
+  let release!: () => void;
+  let held: Promise<void>;
+  let arrived!: () => void;
+  let atProvider: Promise<void>;
+
+  beforeAll(async () => {
+    fx = await startLlmGateway({ env: { VLT_LLM_UPLOADS_IN_FLIGHT_BYTES: String(1024 * 1024) } });
+    fx.mock.route('POST /v1/files', async (_req, res, rec) => {
+      arrived();
+      await held;
+      rec.status = 200;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'file-held', object: 'file', bytes: rec.bytes.length }));
+    });
+  });
+  afterAll(async () => {
+    await fx?.close();
+  });
+
+  /** The next upload the provider gets is held there until `release()`. */
+  function holdNextUpload() {
+    held = new Promise<void>((resolve) => (release = resolve));
+    atProvider = new Promise<void>((resolve) => (arrived = resolve));
+  }
+
+  async function bind() {
+    const b = await fx.bind('llm_b');
+    expectStatus(
+      await putAllowlists(fx.admin, b.policyId, [
+        { baseUrl: fx.mock.url, methods: ['POST'], pathPatterns: ['/v1/files'] },
+      ]),
+      200,
+    );
+    return new OpenAI({ apiKey: b.token, baseURL: `${fx.base}/v1/vault/llm/llm_b/v1`, maxRetries: 0 });
+  }
+
+  const upload = async (openai: OpenAI) =>
+    openai.files.create({ file: await toFile(randomBytes(600_000), 'a.jsonl'), purpose: 'batch' });
+
+  it('a second upload over the budget gets 503 with retry-after, nothing sent; once the first is answered the next goes through', async () => {
+    const openai = await bind();
+    holdNextUpload();
+    const first = upload(openai);
+    await atProvider;
+    const before = fx.mock.requests.length;
+
+    const busy = await upload(openai).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(busy).toBeInstanceOf(OpenAI.InternalServerError);
+    expect((busy as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+    expect((busy as InstanceType<typeof OpenAI.APIError>).headers?.get('retry-after')).toBe('1');
+    expect((busy as Error).message).toContain('vault: this gateway holds as many uploads as it may at once');
+    expect(fx.mock.since(before)).toEqual([]);
+    // A call that is not an upload is not held back: the allowlist answers it, not the budget.
+    const other = await openai.models.list().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect((other as InstanceType<typeof OpenAI.APIError>).status).toBe(403);
+
+    release();
+    await expect(first).resolves.toMatchObject({ id: 'file-held' });
+    holdNextUpload();
+    release();
+    await expect(upload(openai)).resolves.toMatchObject({ id: 'file-held' });
+  });
+
+  // Regression guard: a reservation must be given back when the agent hangs up mid-upload,
+  // or every aborted upload would shrink the budget for good.
+  it('an upload abandoned halfway gives its bytes back: the next full-size upload goes through', async () => {
+    const openai = await bind();
+    const token = openai.apiKey;
+    for (let i = 0; i < 3; i++) {
+      await new Promise<void>((resolve) => {
+        const url = new URL(`${fx.base}/v1/vault/llm/llm_b/v1/files`);
+        const req = httpRequest(url, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${token}`,
+            'content-type': 'multipart/form-data; boundary=b0undary',
+            'content-length': String(900_000),
+          },
+        });
+        req.on('error', () => resolve());
+        req.on('close', () => resolve());
+        req.write(Buffer.alloc(400_000, 0x61), () => setTimeout(() => req.destroy(), 50));
+      });
+    }
+    // The server sees each hang-up a moment after the client: retry briefly while it does.
+    holdNextUpload();
+    release();
+    let outcome: unknown;
+    for (let attempt = 0; attempt < 40; attempt++) {
+      outcome = await upload(openai).catch((e: unknown) => e);
+      if (!(outcome instanceof OpenAI.InternalServerError)) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(outcome).toMatchObject({ id: 'file-held' });
   });
 });

@@ -55,7 +55,8 @@ export async function collectRegisteredRoutes(): Promise<RegisteredRoute[]> {
   });
   await app.register(async (child) => {
     child.addHook('onRoute', collect('data'));
-    await child.register(dataPlaneRoutes({} as unknown as DataPlaneDeps));
+    // Settings the route plugins read as they are built (the LLM proxy's upload limits).
+    await child.register(dataPlaneRoutes({ config: {} } as unknown as DataPlaneDeps));
   });
   await app.ready();
   await app.close();

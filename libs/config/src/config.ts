@@ -80,6 +80,23 @@ const dataPlaneShape = {
    * buffered answer, milliseconds: a model may think for minutes (the official SDKs wait 10).
    */
   VLT_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
+  /**
+   * Largest upload (a form, or one chunk of a resumable upload) an LLM proxy call may carry,
+   * bytes: OpenAI takes audio up to 25 MB. Held in memory while it is read and rewritten.
+   */
+  VLT_LLM_UPLOAD_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024 * 1024)
+    .max(256 * 1024 * 1024)
+    .default(32 * 1024 * 1024),
+  /** Most upload bytes one process holds at once; one more upload is answered 503. */
+  VLT_LLM_UPLOADS_IN_FLIGHT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024 * 1024)
+    .max(16 * 1024 * 1024 * 1024)
+    .default(128 * 1024 * 1024),
   /** Most provider calls a process keeps open at once to one origin; one more is answered 503. */
   VLT_UPSTREAM_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(65_536).default(1024),
   /** How long a provider host name's DNS answer is reused, milliseconds; 0 resolves every call. */
@@ -158,6 +175,10 @@ export interface DataPlaneSettings extends CommonConfig {
   dnsCacheMs: number;
   /** LLM proxy calls: headers, idle and buffered-call limit (VLT_LLM_TIMEOUT_MS). */
   llmTimeoutMs: number;
+  /** Largest upload an LLM proxy call may carry (VLT_LLM_UPLOAD_MAX_BYTES). */
+  llmUploadMaxBytes: number;
+  /** Upload bytes a process holds at once at most (VLT_LLM_UPLOADS_IN_FLIGHT_BYTES). */
+  llmUploadsInFlightBytes: number;
   credentialCacheMs: number;
   credentialStaleMs: number;
 }
@@ -293,6 +314,8 @@ export function loadConfig<S extends ServiceName>(
     upstreamMaxConnections: raw.VLT_UPSTREAM_MAX_CONNECTIONS,
     dnsCacheMs: raw.VLT_DNS_CACHE_MS,
     llmTimeoutMs: raw.VLT_LLM_TIMEOUT_MS,
+    llmUploadMaxBytes: raw.VLT_LLM_UPLOAD_MAX_BYTES,
+    llmUploadsInFlightBytes: raw.VLT_LLM_UPLOADS_IN_FLIGHT_BYTES,
     credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS,
     credentialStaleMs: raw.VLT_CREDENTIAL_STALE_MS,
     pushApiUrl: raw.VLT_PUSH_API_URL,

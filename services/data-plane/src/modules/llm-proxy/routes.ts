@@ -5,8 +5,10 @@ import { requireAgent } from '../../plugins/agent-auth.js';
 import { agentGoneSignal } from '../execute/agent-gone.js';
 import { RawJsonBody } from '../execute/respond.js';
 import { carriedAsBase64 } from '../execute/response-decoding.js';
+import { isMultipart } from './multipart-body.js';
 import { isLlmProvider, providerErrorBody, type LlmProvider } from './provider-shapes.js';
 import { isUploadChunk, proxyLlmCall } from './service.js';
+import { UploadBudget } from './upload-budget.js';
 
 const PREFIX = '/v1/vault/llm/';
 const LEGACY_PREFIX = '/v1/llm/proxy/';
@@ -42,20 +44,27 @@ function isTextual(contentType: string | undefined): boolean {
   return ct.includes('json') || ct.startsWith('text/');
 }
 
+/** The largest body a request may carry here: an upload's own limit, or the server's. */
+function bodyLimitOf(req: FastifyRequest, uploadMaxBytes: number): number {
+  return isMultipart(req.headers['content-type']) ? uploadMaxBytes : req.routeOptions.bodyLimit;
+}
+
 /**
  * Fastify's own refusals of a request, such as a body over the limit, as the vault's: an SDK
  * reads those too, so they go out in the provider's shape like any other refusal.
  */
-function requestRefusal(err: Error, req: FastifyRequest): AppError | null {
+function requestRefusal(err: Error, req: FastifyRequest, uploadMaxBytes: number): AppError | null {
   const status = (err as FastifyError).statusCode;
   if (typeof status !== 'number' || status < 400 || status >= 500) return null;
   if (status === 413) {
-    return Errors.payloadTooLarge(`request body is larger than ${req.routeOptions.bodyLimit} bytes`);
+    return Errors.payloadTooLarge(`request body is larger than ${bodyLimitOf(req, uploadMaxBytes)} bytes`);
   }
   return new AppError((err as FastifyError).code ?? 'BAD_REQUEST', status, err.message);
 }
 
 export function llmProxyRoutes(deps: DataPlaneDeps) {
+  const uploadMaxBytes = deps.config.llmUploadMaxBytes;
+  const uploads = new UploadBudget(deps.config.llmUploadsInFlightBytes);
   return async function (app: FastifyInstance) {
     // The body is forwarded as the SDK wrote it (numbers, key order): read as text, judged by
     // the pipeline where the policy reads it.
@@ -69,14 +78,43 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
       }
       done(null, body.toString('utf8'));
     });
-    // An upload holds files: its bytes are read as they are, then part by part in the service.
-    app.addContentTypeParser('multipart/form-data', { parseAs: 'buffer' }, (_req, body, done) => {
-      done(null, body);
+    // An upload holds files: its bytes are read as they are, then part by part in the service,
+    // up to the upload limit rather than the server's.
+    app.addContentTypeParser(
+      'multipart/form-data',
+      { parseAs: 'buffer', bodyLimit: uploadMaxBytes },
+      (_req, body, done) => {
+        done(null, body);
+      },
+    );
+
+    // An upload is held in memory while it is read and rewritten: its bytes are reserved before
+    // the first is read, and given back when its answer has gone (ADR 0096).
+    app.addHook('onRequest', async (req, reply) => {
+      if (!req.routeOptions.url?.startsWith(PREFIX)) return;
+      const upload = isMultipart(req.headers['content-type']) || isUploadChunk(req.headers);
+      if (!upload) return;
+      const limit = bodyLimitOf(req, uploadMaxBytes);
+      const declared = Number(req.headers['content-length']);
+      // Over the limit, the parser refuses it before reading: nothing to hold.
+      if (Number.isSafeInteger(declared) && declared > limit) return;
+      const release = uploads.tryReserve(Number.isSafeInteger(declared) && declared >= 0 ? declared : limit);
+      if (!release) {
+        // Refused before the pipeline, like a body over the limit: logged for the pod's
+        // operators, who size VLT_LLM_UPLOADS_IN_FLIGHT_BYTES, not audited.
+        req.log.warn(
+          { code: 'UPLOADS_BUSY', inUse: uploads.inUse, capacity: uploads.capacity },
+          'upload refused',
+        );
+        throw Errors.uploadsBusy(undefined, { retryAfter: 1, headers: { 'retry-after': '1' } });
+      }
+      reply.raw.once('close', release);
     });
 
     // Refusals in the provider's own error shape, so the SDK raises its API error with our message.
     app.setErrorHandler((err: Error, req, reply) => {
-      const mapped = err instanceof AppError ? err : (libraryAppError(err) ?? requestRefusal(err, req));
+      const mapped =
+        err instanceof AppError ? err : (libraryAppError(err) ?? requestRefusal(err, req, uploadMaxBytes));
       const provider = (req.params as { provider?: string }).provider ?? '';
       if (!mapped || !isLlmProvider(provider)) throw err;
       for (const name of ['content-type', 'content-length', 'cache-control', 'x-accel-buffering'])
