@@ -423,6 +423,21 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     expect(fx.mock.since(before)).toEqual([]);
   });
 
+  // Regression guard: the legacy path answers without authentication, so a larger upload limit
+  // there would let anyone make the vault read 32 MiB before its 308.
+  it('the legacy path keeps the 10 MiB limit for an upload: unauthenticated, it is refused with 413', async () => {
+    const res = await fetch(`${fx.base}/v1/llm/proxy/llm_b/v1/files`, {
+      method: 'POST',
+      headers: { 'content-type': 'multipart/form-data; boundary=b0undary' },
+      body: Buffer.alloc(10 * 1024 * 1024 + 1, 0x61),
+      redirect: 'manual',
+    });
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain(
+      'larger than 10485760 bytes',
+    );
+  });
+
   /** A hand-written upload, for framings no SDK writes. */
   async function rawUpload(token: string, body: Buffer | string, boundary = 'b0undary') {
     return fetch(`${fx.base}/v1/vault/llm/llm_b/v1/files`, {

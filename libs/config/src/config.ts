@@ -81,8 +81,8 @@ const dataPlaneShape = {
    */
   VLT_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
   /**
-   * Largest upload (a form, or one chunk of a resumable upload) an LLM proxy call may carry,
-   * bytes: OpenAI takes audio up to 25 MB. Held in memory while it is read and rewritten.
+   * Largest upload (a `multipart/form-data` body) an LLM proxy call may carry, bytes: OpenAI
+   * takes audio up to 25 MB. Held in memory while it is read and rewritten.
    */
   VLT_LLM_UPLOAD_MAX_BYTES: z.coerce
     .number()

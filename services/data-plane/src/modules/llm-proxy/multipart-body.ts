@@ -123,7 +123,7 @@ export async function readForm(raw: Buffer, contentType: string): Promise<FormPa
       stream.on('error', (err: Error) => fail(err.message.toLowerCase()));
       stream.on('end', () => {
         // The parser hands out views of `raw`; a file read in one piece is kept as that view,
-        // so an upload is held once here, not twice (ADR 0095).
+        // so an upload is held once here, not twice (ADR 0096).
         part.bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
         part.sha256 = digest.digest('hex');
         filesOpen--;

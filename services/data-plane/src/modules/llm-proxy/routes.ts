@@ -44,9 +44,10 @@ function isTextual(contentType: string | undefined): boolean {
   return ct.includes('json') || ct.startsWith('text/');
 }
 
-/** The largest body a request may carry here: an upload's own limit, or the server's. */
+/** The largest body a request may carry here: an upload's own limit, or the route's. */
 function bodyLimitOf(req: FastifyRequest, uploadMaxBytes: number): number {
-  return isMultipart(req.headers['content-type']) ? uploadMaxBytes : req.routeOptions.bodyLimit;
+  const upload = req.routeOptions.url?.startsWith(PREFIX) && isMultipart(req.headers['content-type']);
+  return upload ? uploadMaxBytes : req.routeOptions.bodyLimit;
 }
 
 /**
@@ -210,6 +211,9 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
       method: ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'],
       url: `${LEGACY_PREFIX}:provider/*`,
       config: { agentToken: 'none' },
+      // Unauthenticated, and the body is sent again to the new path: the upload limit is not for
+      // it (ADR 0096).
+      bodyLimit: app.initialConfig.bodyLimit,
       schema: { tags: ['execution'] },
       handler: async (req: FastifyRequest, reply: FastifyReply) =>
         reply.redirect(`${PREFIX}${req.url.slice(LEGACY_PREFIX.length)}`, 308),
