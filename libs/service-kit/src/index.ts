@@ -8,3 +8,4 @@ export * from './ids.js';
 export * from './audit-url.js';
 export * from './storable.js';
 export type { ZodTypeProvider } from 'fastify-type-provider-zod';
+export * from './read-body-bytes.js';

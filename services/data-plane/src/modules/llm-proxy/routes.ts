@@ -1,5 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, Errors, libraryAppError } from '@vlt/service-kit';
+import { AppError, Errors, libraryAppError, readBodyBytes } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import { requireAgent } from '../../plugins/agent-auth.js';
 import { agentGoneSignal } from '../execute/agent-gone.js';
@@ -79,15 +79,11 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
       }
       done(null, body.toString('utf8'));
     });
-    // An upload holds files: its bytes are read as they are, then part by part in the service,
-    // up to the upload limit rather than the server's.
-    app.addContentTypeParser(
-      'multipart/form-data',
-      { parseAs: 'buffer', bodyLimit: uploadMaxBytes },
-      (_req, body, done) => {
-        done(null, body);
-      },
-    );
+    // An upload holds files: its bytes are read as they are, into one buffer as they arrive,
+    // then part by part in the service; up to the upload limit rather than the server's.
+    app.addContentTypeParser('multipart/form-data', (req, payload, done) => {
+      readBodyBytes(req, payload, bodyLimitOf(req, uploadMaxBytes), done);
+    });
 
     // An upload is held in memory while it is read and rewritten: its bytes are reserved before
     // the first is read, and given back when its answer has gone (ADR 0096).
