@@ -6,68 +6,40 @@
  * once and the copying is spread over its arrival. Limits and errors are Fastify's own: the same
  * 413 and 400 answers.
  */
-import type { Readable } from 'node:stream';
 import { errorCodes, type FastifyRequest } from 'fastify';
+import { consumeBody, type BodyPayload } from './consume-body.js';
 
 export function readBodyBytes(
   request: FastifyRequest,
-  payload: Readable & { receivedEncodedLength?: number },
+  payload: BodyPayload,
   limit: number,
   done: (err: Error | null, body?: Buffer) => void,
 ): void {
   const header = request.headers['content-length'];
   const declared = header === undefined ? NaN : Number(header);
-  if (declared > limit) return done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
-
   // The declared length counts the bytes on the wire: a stream a preParsing hook put in their
-  // place (decompressing, say) may yield more. Filled only up to `received`, and never handed
-  // on unless every declared byte arrived.
-  const preallocate = payload === request.raw && Number.isSafeInteger(declared) && declared >= 0;
+  // place (decompressing, say) may yield more. Filled only up to the bytes received, and never
+  // handed on unless every declared byte arrived (consumeBody checks that before `end`).
+  const preallocate =
+    payload === request.raw && Number.isSafeInteger(declared) && declared >= 0 && declared <= limit;
   const whole = preallocate ? Buffer.allocUnsafe(declared) : null;
   const chunks: Buffer[] = [];
-  let received = 0;
-
-  const detach = () => {
-    payload.removeListener('data', onData);
-    payload.removeListener('end', onEnd);
-    payload.removeListener('error', onEnd);
-  };
-  function onData(chunk: Buffer | string) {
-    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-    const next = received + bytes.length;
-    // The decoded size must not exceed the limit either (a compressing preParsing stream).
-    if (next > limit || (payload.receivedEncodedLength ?? 0) > limit) {
-      detach();
-      done(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
-      return;
-    }
-    if (whole) {
-      if (next > whole.length) {
-        detach();
-        done(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH());
-        return;
-      }
-      bytes.copy(whole, received);
-    } else chunks.push(bytes);
-    received = next;
-  }
-  function onEnd(err?: Error & { statusCode?: number }) {
-    detach();
-    if (err) {
-      if (!(typeof err.statusCode === 'number' && err.statusCode >= 400)) err.statusCode = 400;
-      return done(err);
-    }
-    if (whole) {
-      if (received !== whole.length) return done(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH());
-      return done(null, whole);
-    }
-    if (!Number.isNaN(declared) && (payload.receivedEncodedLength || received) !== declared) {
-      return done(new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH());
-    }
-    done(null, Buffer.concat(chunks, received));
-  }
-  payload.on('data', onData);
-  payload.on('end', onEnd);
-  payload.on('error', onEnd);
-  payload.resume();
+  consumeBody(
+    request,
+    payload,
+    limit,
+    {
+      write(bytes, offset) {
+        if (!whole) {
+          chunks.push(bytes);
+          return undefined;
+        }
+        if (offset + bytes.length > whole.length) return new errorCodes.FST_ERR_CTP_INVALID_CONTENT_LENGTH();
+        bytes.copy(whole, offset);
+        return undefined;
+      },
+      end: (received) => whole ?? Buffer.concat(chunks, received),
+    },
+    done,
+  );
 }
