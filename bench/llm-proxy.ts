@@ -60,10 +60,11 @@
  *      without rules, proxy with e-mail redaction (the same provider bytes per response, so the
  *      ratio is the input-throughput ratio), and the proxying process's CPU per response.
  *
- * `--uploads` measures uploads instead (ADR 0096), after the same set-up and sanity checks:
- * `POST /v1/files` forms of 1 MiB, 8 MiB and 25 MB, one at a time, through bare and through the
- * proxy. It prints what the carrying process held at peak as a multiple of the upload's size,
- * its event loop's longest stall, and the upload's wall time.
+ * `--uploads` measures large bodies instead (ADR 0096), after the same set-up and sanity checks:
+ * `POST /v1/files` forms of 1 MiB, 8 MiB and 25 MB and a streamed chat call carrying a 9 MiB
+ * image, one at a time, through bare and through the proxy. It prints what the carrying process
+ * held at peak as a multiple of the body's size, its event loop's longest stall, and the call's
+ * wall time.
  *
  * Targets (ADR 0043 issue): TTFB +≤ 1 ms p50 over direct; throughput without response rules
  * ≥ 0.9 × bare, with redaction ≥ 0.6 × on the PII-dense stream and ≥ 0.9 × on the clean one;
@@ -489,52 +490,94 @@ const kib = (bytes: number) => fmt(bytes / 1024, 1);
 const verdict = (ok: boolean) => (ok ? 'met' : 'NOT met');
 
 // ---------------------------------------------------------------------------------------------
-// --uploads: what an upload costs the process that carries it (ADR 0096)
+// --uploads: what a large body costs the process that carries it (ADR 0096)
 
 const UPLOADS_ONLY = process.argv.includes('--uploads');
-const UPLOAD_SIZES = [1024 * 1024, 8 * 1024 * 1024, 25_000_000];
-const UPLOADS_PER_SIZE = Number(process.env.BENCH_UPLOADS ?? 4);
+const UPLOADS_PER_CASE = Number(process.env.BENCH_UPLOADS ?? 4);
+
+interface LargeBody {
+  label: string;
+  /** Provider path; the proxy's is `/v1/vault/llm/llm_b` before it. */
+  path: string;
+  contentType: string;
+  body: Buffer;
+  /** What the provider's answer must show for the call to count as carried whole. */
+  check: (status: number, answer: string) => boolean;
+}
 
 /** A `files.create` form around `size` random bytes, as an SDK writes one. */
-function uploadForm(size: number): { body: Buffer; contentType: string } {
+function uploadForm(size: number): LargeBody {
   const boundary = `----bench${randomBytes(8).toString('hex')}`;
   const head =
     `--${boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n` +
     `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.jsonl"\r\n` +
     'Content-Type: application/jsonl\r\n\r\n';
   return {
-    body: Buffer.concat([Buffer.from(head), randomBytes(size), Buffer.from(`\r\n--${boundary}--\r\n`)]),
+    label: `form ${(size / 1024 / 1024).toFixed(1)} MiB`,
+    path: '/v1/files',
     contentType: `multipart/form-data; boundary=${boundary}`,
+    body: Buffer.concat([Buffer.from(head), randomBytes(size), Buffer.from(`\r\n--${boundary}--\r\n`)]),
+    check: (status, answer) =>
+      status === 200 && ((JSON.parse(answer) as { bytes?: number }).bytes ?? 0) >= size,
+  };
+}
+
+/** A streamed chat call carrying a base64 image of `size` random bytes, as an SDK writes one. */
+function imageChat(size: number): LargeBody {
+  const body = JSON.stringify({
+    model: 'bench-ttfb',
+    stream: true,
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is in this picture?' },
+          {
+            type: 'image_url',
+            image_url: { url: `data:image/png;base64,${randomBytes(size).toString('base64')}` },
+          },
+        ],
+      },
+    ],
+  });
+  return {
+    label: `chat ${(Buffer.byteLength(body) / 1024 / 1024).toFixed(1)} MiB`,
+    path: '/v1/chat/completions',
+    contentType: 'application/json',
+    body: Buffer.from(body),
+    check: (status, answer) => status === 200 && answer.endsWith(DONE),
   };
 }
 
 /**
- * Uploads of 1 MiB, 8 MiB and 25 MB, one at a time, through the bare passthrough (the
- * baseline: it pipes, holding next to nothing) and through the proxy. For each: the carrying
- * process's peak heap used + external over its level after a GC (sampled every 10 ms), as a
- * multiple of the upload's size; its event loop's longest stall; the upload's wall time.
+ * Forms of 1 MiB, 8 MiB and 25 MB and a streamed chat call with a 9 MiB image, one at a time,
+ * through the bare passthrough (the baseline: it pipes, holding next to nothing) and through
+ * the proxy. For each: the carrying process's peak heap used + external over its level after a
+ * GC (sampled every 10 ms), as a multiple of the body's size; its event loop's longest stall;
+ * the call's wall time.
  */
-async function measureUploads(
-  routes: Record<'bare' | 'proxy', { origin: string; path: string; headers: Record<string, string> }>,
+async function measureLargeBodies(
+  origins: Record<'bare' | 'proxy', { origin: string; prefix: string; headers: Record<string, string> }>,
   memUrl: Record<'bare' | 'gateway', string>,
   fail: (where: string, problem: string) => void,
 ) {
   const heapOf = (m: Memory) => m.heapUsed + m.external;
   console.log(
-    `\nuploads, one at a time, ${UPLOADS_PER_SIZE} per size (peak held = peak heap used + external` +
-      ' over the level after a GC)',
+    `\nlarge bodies, one at a time, ${UPLOADS_PER_CASE} per case (peak held = peak heap used +` +
+      ' external over the level after a GC)',
   );
-  console.log('size        mode     peak held (x size)   loop stall max   wall p50');
-  for (const size of UPLOAD_SIZES) {
-    const form = uploadForm(size);
+  console.log('body               mode     peak held (x size)   loop stall max   wall p50');
+  const cases = [1024 * 1024, 8 * 1024 * 1024, 25_000_000].map(uploadForm);
+  cases.push(imageChat(9 * 1024 * 1024));
+  for (const c of cases) {
     for (const mode of ['bare', 'proxy'] as const) {
-      const route = routes[mode];
+      const route = origins[mode];
       const url = mode === 'bare' ? memUrl.bare : memUrl.gateway;
       const pool = new Pool(route.origin, { connections: 1 });
       const held: number[] = [];
       const stalls: number[] = [];
       const walls: number[] = [];
-      for (let i = 0; i < UPLOADS_PER_SIZE; i++) {
+      for (let i = 0; i < UPLOADS_PER_CASE; i++) {
         const before = await memoryOf(url, true, true);
         let peak = heapOf(before);
         let sampling = true;
@@ -548,19 +591,18 @@ async function measureUploads(
         const t0 = performance.now();
         const res = await pool.request({
           method: 'POST',
-          path: route.path,
-          headers: { 'content-type': form.contentType, ...route.headers },
-          body: form.body,
+          path: `${route.prefix}${c.path}`,
+          headers: { 'content-type': c.contentType, ...route.headers },
+          body: c.body,
         });
         const answer = await res.body.text();
         walls.push(performance.now() - t0);
         sampling = false;
         await sampler;
         const after = await memoryOf(url);
-        const sent = (JSON.parse(answer) as { bytes?: number }).bytes ?? 0;
-        if (res.statusCode !== 200 || sent < size)
-          fail(`upload ${size} via ${mode}`, `HTTP ${res.statusCode} ${answer.slice(0, 200)}`);
-        held.push((Math.max(peak, heapOf(after)) - heapOf(before)) / size);
+        if (!c.check(res.statusCode, answer))
+          fail(`${c.label} via ${mode}`, `HTTP ${res.statusCode} ${answer.slice(0, 200)}`);
+        held.push((Math.max(peak, heapOf(after)) - heapOf(before)) / c.body.length);
         stalls.push(after.loopDelayMaxMs);
       }
       await pool.close();
@@ -570,7 +612,7 @@ async function measureUploads(
           0.5,
         );
       console.log(
-        `${(size / 1024 / 1024).toFixed(1).padStart(5)} MiB   ${mode.padEnd(7)}  ` +
+        `${c.label.padEnd(17)}  ${mode.padEnd(7)}  ` +
           `${fmt(med(held)).padStart(6)} (max ${fmt(Math.max(...held))})` +
           `    ${fmt(med(stalls), 1).padStart(6)} ms     ${fmt(med(walls), 1).padStart(7)} ms`,
       );
@@ -796,20 +838,19 @@ async function main(): Promise<number> {
       const { policy } = await createPolicy(admin, agent.id, connB, RW_UNATTENDED);
       expectStatus(
         await putAllowlists(admin, policy.id, [
-          { baseUrl: upstreamBase, methods: ['POST'], pathPatterns: ['/v1/files'] },
+          { baseUrl: upstreamBase, methods: ['POST'], pathPatterns: ['/v1/files', '/v1/chat/completions'] },
         ]),
         200,
       );
       const token = await agentToken(base, agent);
-      const upload = (origin: string, path: string, headers: Record<string, string>) => ({
-        origin,
-        path,
-        headers,
-      });
-      await measureUploads(
+      await measureLargeBodies(
         {
-          bare: upload(bareBase, '/v1/files', {}),
-          proxy: upload(base, '/v1/vault/llm/llm_b/v1/files', { authorization: `Bearer ${token}` }),
+          bare: { origin: bareBase, prefix: '', headers: {} },
+          proxy: {
+            origin: base,
+            prefix: '/v1/vault/llm/llm_b',
+            headers: { authorization: `Bearer ${token}` },
+          },
         },
         memUrl,
         (where, problem) => note(where, { ok: false, status: 0, firstMs: NaN, bytes: 0, text: '', problem }),
