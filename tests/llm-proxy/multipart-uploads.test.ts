@@ -2,7 +2,9 @@
  * Uploads through the LLM proxy (ADR 0095), driven by the official `openai` SDK: `files.create`
  * and `audio.transcriptions.create` send `multipart/form-data`. The vault reads the form and
  * sends it again in one canonical form; the mock reads what arrived with a second parser
- * (undici's `Request.formData`), so a test fails if the two readings of a form differ.
+ * (undici's `Request.formData`), so a test fails if the two readings of a form differ. Large
+ * bodies, uploads or chat calls with images, have the LLM routes' own limit and a budget per
+ * process (ADR 0096).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
@@ -391,9 +393,58 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     expect(sha256(await fileBytes((await formAtProvider(rec!)).get('file')))).toBe(sha256(audio));
   });
 
+  // Regression: chat calls shared the server's 10 MiB limit too, so a call with a few large
+  // images (Anthropic takes 32 MB) was refused; past 10 MiB, `stream: true` went unread.
+  it('a streamed chat call carrying 12 MiB of images goes through and streams', async () => {
+    const b = await fx.bind('llm_b');
+    const image = `data:image/png;base64,${randomBytes(9 * 1024 * 1024).toString('base64')}`;
+    let firstSeen!: () => void;
+    const seenFirst = new Promise<void>((resolve) => (firstSeen = resolve));
+    unroute.push(
+      fx.mock.route('POST /v1/chat/completions', async (_req, res, rec) => {
+        rec.status = 200;
+        rec.streamed = true;
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const delta = (content: string) =>
+          res.write(
+            `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'gpt-mock', choices: [{ index: 0, delta: { content }, finish_reason: null }] })}\n\n`,
+          );
+        delta('A picture');
+        // The rest only once the SDK has read the first delta: a buffering vault hangs here.
+        await seenFirst;
+        delta(' of noise.');
+        res.end('data: [DONE]\n\n');
+      }),
+    );
+    const before = fx.mock.requests.length;
+    const stream = await client(b.token).chat.completions.create({
+      model: 'gpt-mock',
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is in this picture?' },
+            { type: 'image_url', image_url: { url: image } },
+          ],
+        },
+      ],
+      stream: true,
+    });
+    let text = '';
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      firstSeen();
+    }
+    expect(text).toBe('A picture of noise.');
+    const [rec] = fx.mock.since(before);
+    expect(rec).toMatchObject({ streamed: true, key: fx.keys.llm_b });
+    expect(rec!.bytes.length).toBeGreaterThan(12 * 1024 * 1024);
+    expect(rec!.bytes.toString('utf8')).toContain(image);
+  });
+
   // Regression: Fastify's own 413 went out as the vault's `{error}` body, which the SDKs show
   // without the vault's message; JSON bodies over the limit (large base64 images) had it too.
-  it('a body over its limit, an upload over 32 MiB or JSON over 10 MiB, surfaces in the SDK as a 413 with the vault message, nothing sent', async () => {
+  it('a body over the 32 MiB limit, upload or JSON, surfaces in the SDK as a 413 with the vault message, nothing sent', async () => {
     const b = await bindUploads();
     const before = fx.mock.requests.length;
     const refused = async (p: Promise<unknown>) => {
@@ -416,10 +467,10 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     const json = await refused(
       client(b.token).chat.completions.create({
         model: 'gpt-mock',
-        messages: [{ role: 'user', content: 'x'.repeat(10 * 1024 * 1024) }],
+        messages: [{ role: 'user', content: 'x'.repeat(32 * 1024 * 1024) }],
       }),
     );
-    expect(json).toContain('vault: request body is larger than 10485760 bytes');
+    expect(json).toContain('vault: request body is larger than 33554432 bytes');
     expect(fx.mock.since(before)).toEqual([]);
   });
 
@@ -533,10 +584,11 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
 });
 
 /**
- * The upload bytes a data plane holds at once are bounded (ADR 0096): with a 1 MiB budget, a
- * second 600 kB upload waits its turn with 503 while the first is at the provider.
+ * The bytes of large bodies a data plane holds at once are bounded (ADR 0096): with a 1 MiB
+ * budget, a second 600 kB upload, or a 600 kB chat call, waits its turn with 503 while the
+ * first upload is at the provider.
  */
-describe('uploads held at once by one data plane', () => {
+describe('large bodies held at once by one data plane', () => {
   let fx: LlmGateway;
   let release!: () => void;
   let held: Promise<void>;
@@ -544,7 +596,12 @@ describe('uploads held at once by one data plane', () => {
   let atProvider: Promise<void>;
 
   beforeAll(async () => {
-    fx = await startLlmGateway({ env: { VLT_LLM_UPLOADS_IN_FLIGHT_BYTES: String(1024 * 1024) } });
+    fx = await startLlmGateway({
+      env: {
+        VLT_LLM_BODY_MAX_BYTES: String(1024 * 1024),
+        VLT_LLM_LARGE_BODIES_IN_FLIGHT_BYTES: String(1024 * 1024),
+      },
+    });
     fx.mock.route('POST /v1/files', async (_req, res, rec) => {
       arrived();
       await held;
@@ -577,7 +634,7 @@ describe('uploads held at once by one data plane', () => {
   const upload = async (openai: OpenAI) =>
     openai.files.create({ file: await toFile(randomBytes(600_000), 'a.jsonl'), purpose: 'batch' });
 
-  it('a second upload over the budget gets 503 with retry-after, nothing sent; once the first is answered the next goes through', async () => {
+  it('a second large body over the budget gets 503 with retry-after, nothing sent; once the first is answered the next goes through', async () => {
     const openai = await bind();
     holdNextUpload();
     const first = upload(openai);
@@ -591,9 +648,20 @@ describe('uploads held at once by one data plane', () => {
     expect(busy).toBeInstanceOf(OpenAI.InternalServerError);
     expect((busy as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
     expect((busy as InstanceType<typeof OpenAI.APIError>).headers?.get('retry-after')).toBe('1');
-    expect((busy as Error).message).toContain('vault: this gateway holds as many uploads as it may at once');
+    expect((busy as Error).message).toContain(
+      'vault: this gateway holds as many large requests as it may at once',
+    );
     expect(fx.mock.since(before)).toEqual([]);
-    // A call that is not an upload is not held back: the allowlist answers it, not the budget.
+    // A large chat call (images, say) waits its turn too.
+    const chat = await openai.chat.completions
+      .create({ model: 'gpt-mock', messages: [{ role: 'user', content: 'x'.repeat(600_000) }] })
+      .then(
+        () => null,
+        (e: unknown) => e,
+      );
+    expect((chat as InstanceType<typeof OpenAI.APIError>).status).toBe(503);
+    expect(fx.mock.since(before)).toEqual([]);
+    // A small call is not held back: the allowlist answers it, not the budget.
     const other = await openai.models.list().then(
       () => null,
       (e: unknown) => e,

@@ -53,6 +53,17 @@ describe('loadConfig', () => {
     }
   });
 
+  it('refuses an LLM body budget smaller than the largest body it must hold', () => {
+    expect(loadConfig('all-in-one', {}).llmBodyMaxBytes).toBe(32 * 1024 * 1024);
+    expect(loadConfig('all-in-one', {}).llmLargeBodiesInFlightBytes).toBe(128 * 1024 * 1024);
+    expect(() =>
+      loadConfig('all-in-one', {
+        VLT_LLM_BODY_MAX_BYTES: String(8 * 1024 * 1024),
+        VLT_LLM_LARGE_BODIES_IN_FLIGHT_BYTES: String(4 * 1024 * 1024),
+      }),
+    ).toThrow(/VLT_LLM_LARGE_BODIES_IN_FLIGHT_BYTES must be at least VLT_LLM_BODY_MAX_BYTES/);
+  });
+
   it('requires a master key for the all-in-one in production', () => {
     expect(() => loadConfig('all-in-one', { NODE_ENV: 'production' })).toThrow(/VLT_MASTER_KEY/);
   });

@@ -81,17 +81,21 @@ const dataPlaneShape = {
    */
   VLT_LLM_TIMEOUT_MS: z.coerce.number().int().min(100).max(3_600_000).default(600_000),
   /**
-   * Largest upload (a `multipart/form-data` body) an LLM proxy call may carry, bytes: OpenAI
-   * takes audio up to 25 MB. Held in memory while it is read and rewritten.
+   * Largest request body an LLM proxy call may carry, bytes: OpenAI transcribes audio up to
+   * 25 MB, and a call with images may pass 10 MiB (Anthropic takes 32 MB). Held in memory while
+   * it is judged, and an upload while it is rewritten.
    */
-  VLT_LLM_UPLOAD_MAX_BYTES: z.coerce
+  VLT_LLM_BODY_MAX_BYTES: z.coerce
     .number()
     .int()
     .min(1024 * 1024)
     .max(256 * 1024 * 1024)
     .default(32 * 1024 * 1024),
-  /** Most upload bytes one process holds at once; one more upload is answered 503. */
-  VLT_LLM_UPLOADS_IN_FLIGHT_BYTES: z.coerce
+  /**
+   * Most bytes of large LLM proxy request bodies (over 64 KiB, or of undeclared length) one
+   * process holds at once; one more is answered 503. At least VLT_LLM_BODY_MAX_BYTES.
+   */
+  VLT_LLM_LARGE_BODIES_IN_FLIGHT_BYTES: z.coerce
     .number()
     .int()
     .min(1024 * 1024)
@@ -175,10 +179,10 @@ export interface DataPlaneSettings extends CommonConfig {
   dnsCacheMs: number;
   /** LLM proxy calls: headers, idle and buffered-call limit (VLT_LLM_TIMEOUT_MS). */
   llmTimeoutMs: number;
-  /** Largest upload an LLM proxy call may carry (VLT_LLM_UPLOAD_MAX_BYTES). */
-  llmUploadMaxBytes: number;
-  /** Upload bytes a process holds at once at most (VLT_LLM_UPLOADS_IN_FLIGHT_BYTES). */
-  llmUploadsInFlightBytes: number;
+  /** Largest request body an LLM proxy call may carry (VLT_LLM_BODY_MAX_BYTES). */
+  llmBodyMaxBytes: number;
+  /** Bytes of large LLM request bodies a process holds at once at most (ADR 0096). */
+  llmLargeBodiesInFlightBytes: number;
   credentialCacheMs: number;
   credentialStaleMs: number;
 }
@@ -268,6 +272,13 @@ export function loadConfig<S extends ServiceName>(
     throw new ConfigError('VLT_MASTER_KEY is required when NODE_ENV=production');
   }
 
+  if (raw.VLT_LLM_LARGE_BODIES_IN_FLIGHT_BYTES < raw.VLT_LLM_BODY_MAX_BYTES) {
+    // Otherwise a body within its limit could never be held, and would be refused for good.
+    throw new ConfigError(
+      `invalid configuration for ${service}: VLT_LLM_LARGE_BODIES_IN_FLIGHT_BYTES must be at least VLT_LLM_BODY_MAX_BYTES`,
+    );
+  }
+
   const { providers, problems } = parseProviderSettings(env);
   if (problems.length) throw new ConfigError(`invalid configuration for ${service}: ${problems.join('; ')}`);
 
@@ -314,8 +325,8 @@ export function loadConfig<S extends ServiceName>(
     upstreamMaxConnections: raw.VLT_UPSTREAM_MAX_CONNECTIONS,
     dnsCacheMs: raw.VLT_DNS_CACHE_MS,
     llmTimeoutMs: raw.VLT_LLM_TIMEOUT_MS,
-    llmUploadMaxBytes: raw.VLT_LLM_UPLOAD_MAX_BYTES,
-    llmUploadsInFlightBytes: raw.VLT_LLM_UPLOADS_IN_FLIGHT_BYTES,
+    llmBodyMaxBytes: raw.VLT_LLM_BODY_MAX_BYTES,
+    llmLargeBodiesInFlightBytes: raw.VLT_LLM_LARGE_BODIES_IN_FLIGHT_BYTES,
     credentialCacheMs: raw.VLT_CREDENTIAL_CACHE_MS,
     credentialStaleMs: raw.VLT_CREDENTIAL_STALE_MS,
     pushApiUrl: raw.VLT_PUSH_API_URL,

@@ -105,10 +105,10 @@ export const Errors = {
     503,
     'too many calls are open to this provider from this gateway; retry shortly',
   ),
-  uploadsBusy: define(
-    'UPLOADS_BUSY',
+  largeBodiesBusy: define(
+    'LARGE_BODIES_BUSY',
     503,
-    'this gateway holds as many uploads as it may at once; retry shortly',
+    'this gateway holds as many large requests as it may at once; retry shortly',
   ),
   unavailable: define('SERVICE_UNAVAILABLE', 503, 'service temporarily unavailable'),
 } as const;

@@ -5,10 +5,9 @@ import { requireAgent } from '../../plugins/agent-auth.js';
 import { agentGoneSignal } from '../execute/agent-gone.js';
 import { RawJsonBody } from '../execute/respond.js';
 import { carriedAsBase64 } from '../execute/response-decoding.js';
-import { isMultipart } from './multipart-body.js';
 import { isLlmProvider, providerErrorBody, type LlmProvider } from './provider-shapes.js';
 import { isUploadChunk, proxyLlmCall } from './service.js';
-import { UploadBudget } from './upload-budget.js';
+import { BodyBudget } from './body-budget.js';
 
 const PREFIX = '/v1/vault/llm/';
 const LEGACY_PREFIX = '/v1/llm/proxy/';
@@ -44,66 +43,75 @@ function isTextual(contentType: string | undefined): boolean {
   return ct.includes('json') || ct.startsWith('text/');
 }
 
-/** The largest body a request may carry here: an upload's own limit, or the route's. */
-function bodyLimitOf(req: FastifyRequest, uploadMaxBytes: number): number {
-  const upload = req.routeOptions.url?.startsWith(PREFIX) && isMultipart(req.headers['content-type']);
-  return upload ? uploadMaxBytes : req.routeOptions.bodyLimit;
+/**
+ * Bodies larger than this hold a share of the process's budget (ADR 0096). A chat call is a
+ * few kilobytes; one that carries images, or an upload, is larger.
+ */
+const LARGE_BODY_BYTES = 64 * 1024;
+
+/** The largest body a request may carry here: the LLM routes' own limit, or the route's. */
+function bodyLimitOf(req: FastifyRequest, bodyMaxBytes: number): number {
+  return req.routeOptions.url?.startsWith(PREFIX) ? bodyMaxBytes : req.routeOptions.bodyLimit;
 }
 
 /**
  * Fastify's own refusals of a request, such as a body over the limit, as the vault's: an SDK
  * reads those too, so they go out in the provider's shape like any other refusal.
  */
-function requestRefusal(err: Error, req: FastifyRequest, uploadMaxBytes: number): AppError | null {
+function requestRefusal(err: Error, req: FastifyRequest, bodyMaxBytes: number): AppError | null {
   const status = (err as FastifyError).statusCode;
   if (typeof status !== 'number' || status < 400 || status >= 500) return null;
   if (status === 413) {
-    return Errors.payloadTooLarge(`request body is larger than ${bodyLimitOf(req, uploadMaxBytes)} bytes`);
+    return Errors.payloadTooLarge(`request body is larger than ${bodyLimitOf(req, bodyMaxBytes)} bytes`);
   }
   return new AppError((err as FastifyError).code ?? 'BAD_REQUEST', status, err.message);
 }
 
 export function llmProxyRoutes(deps: DataPlaneDeps) {
-  const uploadMaxBytes = deps.config.llmUploadMaxBytes;
-  const uploads = new UploadBudget(deps.config.llmUploadsInFlightBytes);
+  const bodyMaxBytes = deps.config.llmBodyMaxBytes;
+  const largeBodies = new BodyBudget(deps.config.llmLargeBodiesInFlightBytes);
   return async function (app: FastifyInstance) {
     // The body is forwarded as the SDK wrote it (numbers, key order): read as text, judged by
     // the pipeline where the policy reads it.
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
-      // A chunk of a resumable upload is bytes whatever its content type says (ADR 0095).
-      if (isUploadChunk(req.headers)) return done(null, body);
-      if (!isTextual(req.headers['content-type'])) {
-        done(Errors.unsupportedMediaType('the LLM proxy forwards JSON, text and forms only'), undefined);
-        return;
-      }
-      done(null, body.toString('utf8'));
+    app.addContentTypeParser('*', (req, payload, done) => {
+      readBodyBytes(req, payload, bodyLimitOf(req, bodyMaxBytes), (err, body) => {
+        if (err || !body) return done(err, undefined);
+        // A chunk of a resumable upload is bytes whatever its content type says (ADR 0095).
+        if (isUploadChunk(req.headers)) return done(null, body);
+        if (!isTextual(req.headers['content-type'])) {
+          done(Errors.unsupportedMediaType('the LLM proxy forwards JSON, text and forms only'), undefined);
+          return;
+        }
+        done(null, body.toString('utf8'));
+      });
     });
-    // An upload holds files: its bytes are read as they are, into one buffer as they arrive,
-    // then part by part in the service; up to the upload limit rather than the server's.
+    // An upload holds files: its bytes are read as they are, then part by part in the service.
     app.addContentTypeParser('multipart/form-data', (req, payload, done) => {
-      readBodyBytes(req, payload, bodyLimitOf(req, uploadMaxBytes), done);
+      readBodyBytes(req, payload, bodyLimitOf(req, bodyMaxBytes), done);
     });
 
-    // An upload is held in memory while it is read and rewritten: its bytes are reserved before
-    // the first is read, and given back when its answer has gone (ADR 0096).
+    // A large body is held in memory while it is judged (and an upload while it is rewritten):
+    // its bytes are reserved before the first is read, and given back when its answer has gone
+    // (ADR 0096).
     app.addHook('onRequest', async (req, reply) => {
       if (!req.routeOptions.url?.startsWith(PREFIX)) return;
-      const upload = isMultipart(req.headers['content-type']) || isUploadChunk(req.headers);
-      if (!upload) return;
-      const limit = bodyLimitOf(req, uploadMaxBytes);
-      const declared = Number(req.headers['content-length']);
+      const declared =
+        req.headers['content-length'] === undefined ? NaN : Number(req.headers['content-length']);
+      const known = Number.isSafeInteger(declared) && declared >= 0;
       // Over the limit, the parser refuses it before reading: nothing to hold.
-      if (Number.isSafeInteger(declared) && declared > limit) return;
-      const release = uploads.tryReserve(Number.isSafeInteger(declared) && declared >= 0 ? declared : limit);
+      if (known && (declared <= LARGE_BODY_BYTES || declared > bodyMaxBytes)) return;
+      // No length and no chunked transfer: no body at all.
+      if (!known && req.headers['transfer-encoding'] === undefined) return;
+      const release = largeBodies.tryReserve(known ? declared : bodyMaxBytes);
       if (!release) {
         // Refused before the pipeline, like a body over the limit: logged for the pod's
-        // operators, who size VLT_LLM_UPLOADS_IN_FLIGHT_BYTES, not audited.
+        // operators, who size VLT_LLM_LARGE_BODIES_IN_FLIGHT_BYTES, not audited.
         req.log.warn(
-          { code: 'UPLOADS_BUSY', inUse: uploads.inUse, capacity: uploads.capacity },
-          'upload refused',
+          { code: 'LARGE_BODIES_BUSY', inUse: largeBodies.inUse, capacity: largeBodies.capacity },
+          'large request refused',
         );
-        throw Errors.uploadsBusy(undefined, { retryAfter: 1, headers: { 'retry-after': '1' } });
+        throw Errors.largeBodiesBusy(undefined, { retryAfter: 1, headers: { 'retry-after': '1' } });
       }
       reply.raw.once('close', release);
     });
@@ -111,7 +119,7 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
     // Refusals in the provider's own error shape, so the SDK raises its API error with our message.
     app.setErrorHandler((err: Error, req, reply) => {
       const mapped =
-        err instanceof AppError ? err : (libraryAppError(err) ?? requestRefusal(err, req, uploadMaxBytes));
+        err instanceof AppError ? err : (libraryAppError(err) ?? requestRefusal(err, req, bodyMaxBytes));
       const provider = (req.params as { provider?: string }).provider ?? '';
       if (!mapped || !isLlmProvider(provider)) throw err;
       for (const name of ['content-type', 'content-length', 'cache-control', 'x-accel-buffering'])

@@ -53,9 +53,6 @@ const FORWARDED_HEADERS = new Set([
 /** Query parameters never forwarded: a key in the query would be the agent's token. */
 const DROPPED_QUERY = new Set(['key']);
 
-/** The largest body inspected for `"stream": true` (bigger bodies are still forwarded). */
-const STREAM_PROBE_LIMIT = 10 * 1024 * 1024;
-
 export interface LlmCall {
   provider: LlmProvider;
   method: string;
@@ -129,7 +126,9 @@ export function wantsStream(
   if (new URLSearchParams(call.query).get('alt') === 'sse') return true;
   if (form) return form.some((p) => p.kind === 'field' && p.name === 'stream' && p.value === 'true');
   const ct = String(call.headers['content-type'] ?? '').toLowerCase();
-  if (call.body === undefined || !ct.includes('json') || call.body.length > STREAM_PROBE_LIMIT) return false;
+  // The body is within the route's limit (VLT_LLM_BODY_MAX_BYTES): a call with large images
+  // streams as any other.
+  if (call.body === undefined || !ct.includes('json')) return false;
   // Cheap precheck before parsing: most non-streaming bodies never mention it.
   if (!call.body.includes('"stream"')) return false;
   try {

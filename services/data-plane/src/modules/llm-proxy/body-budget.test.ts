@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { UploadBudget } from './upload-budget.js';
+import { BodyBudget } from './body-budget.js';
 
-describe('UploadBudget', () => {
+describe('BodyBudget', () => {
   it('reserves up to its capacity and refuses what would go over it', () => {
-    const budget = new UploadBudget(100);
+    const budget = new BodyBudget(100);
     const a = budget.tryReserve(60);
     expect(a).not.toBeNull();
     expect(budget.tryReserve(41)).toBeNull();
@@ -13,7 +13,7 @@ describe('UploadBudget', () => {
   });
 
   it('a release gives its bytes back once, however often it is called', () => {
-    const budget = new UploadBudget(100);
+    const budget = new BodyBudget(100);
     const a = budget.tryReserve(70)!;
     const b = budget.tryReserve(30)!;
     a();

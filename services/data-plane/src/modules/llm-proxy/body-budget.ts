@@ -1,9 +1,10 @@
 /**
- * The upload bytes one process holds at once (ADR 0096). An upload through the LLM proxy is
- * held in memory while it is read, rewritten and sent; without a bound, a few agents sending
- * large forms at once could exhaust a pod that serves everyone else's calls.
+ * The bytes of large request bodies one process holds at once (ADR 0096). A call through the
+ * LLM proxy is held in memory while it is judged and sent, an upload while it is rewritten
+ * too; without a bound, a few agents sending large bodies at once could exhaust a pod that
+ * serves everyone else's calls.
  */
-export class UploadBudget {
+export class BodyBudget {
   private held = 0;
 
   constructor(readonly capacity: number) {}
