@@ -99,7 +99,7 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
       const declared =
         req.headers['content-length'] === undefined ? NaN : Number(req.headers['content-length']);
       const known = Number.isSafeInteger(declared) && declared >= 0;
-      // Over the limit, the parser refuses it before reading: nothing to hold.
+      // A small body is not counted; one over the limit is refused unread by the parser.
       if (known && (declared <= LARGE_BODY_BYTES || declared > bodyMaxBytes)) return;
       // No length and no chunked transfer: no body at all.
       if (!known && req.headers['transfer-encoding'] === undefined) return;
