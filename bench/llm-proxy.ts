@@ -61,8 +61,8 @@
  *      ratio is the input-throughput ratio), and the proxying process's CPU per response.
  *
  * `--uploads` measures large bodies instead (ADR 0096), after the same set-up and sanity checks:
- * `POST /v1/files` forms of 1 MiB, 8 MiB and 25 MB and a streamed chat call carrying a 9 MiB
- * image, one at a time, through bare and through the proxy. It prints what the carrying process
+ * `POST /v1/files` forms of 1 MiB, 8 MiB and 25 MB and streamed chat calls carrying a 9 MiB and
+ * a 23 MiB image, one at a time, through bare and through the proxy. It prints what the carrying process
  * held at peak as a multiple of the body's size, its event loop's longest stall, and the call's
  * wall time.
  *
@@ -550,9 +550,9 @@ function imageChat(size: number): LargeBody {
 }
 
 /**
- * Forms of 1 MiB, 8 MiB and 25 MB and a streamed chat call with a 9 MiB image, one at a time,
- * through the bare passthrough (the baseline: it pipes, holding next to nothing) and through
- * the proxy. For each: the carrying process's peak heap used + external over its level after a
+ * Forms of 1 MiB, 8 MiB and 25 MB and streamed chat calls with a 9 MiB and a 23 MiB image, one
+ * at a time, through the bare passthrough (the baseline: it pipes, holding next to nothing) and
+ * through the proxy. For each: the carrying process's peak heap used + external over its level after a
  * GC (sampled every 10 ms), as a multiple of the body's size; its event loop's longest stall;
  * the call's wall time.
  */
@@ -568,7 +568,8 @@ async function measureLargeBodies(
   );
   console.log('body               mode     peak held (x size)   loop stall max   wall p50');
   const cases = [1024 * 1024, 8 * 1024 * 1024, 25_000_000].map(uploadForm);
-  cases.push(imageChat(9 * 1024 * 1024));
+  // A few images, and images near the 32 MiB limit (VLT_LLM_BODY_MAX_BYTES).
+  cases.push(imageChat(9 * 1024 * 1024), imageChat(23 * 1024 * 1024));
   for (const c of cases) {
     for (const mode of ['bare', 'proxy'] as const) {
       const route = origins[mode];
@@ -681,7 +682,9 @@ async function main(): Promise<number> {
     ]);
     h.onClose(() => mock.close());
     mock.stream = { parts: TTFB_PARTS, gapMs: 1 };
-    const upstreamBase = `https://127.0.0.1:${upstream.port}`;
+    // A host name, as providers have: the data plane resolves it for its SSRF check, and the
+    // pipeline is asked again with the answers (ADR 0079).
+    const upstreamBase = `https://localhost:${upstream.port}`;
     const [port, bareMemPort, gwMemPort] = await Promise.all([freePort(), freePort(), freePort()]);
     const gatewayEnv: Record<string, string> = {
       NODE_ENV: 'production',
@@ -691,7 +694,7 @@ async function main(): Promise<number> {
       VLT_DATA_DIR: dataDir,
       VLT_MASTER_KEY: randomBytes(32).toString('base64'),
       VLT_TRUST_PROXY: '127.0.0.1/32',
-      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32',
+      VLT_SSRF_ALLOW_CIDRS: '127.0.0.1/32,::1/128',
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
       VLT_LLM_B_API_URL: upstreamBase,
       VLT_LLM_D_API_URL: mock.url,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalJsonText } from './fingerprint.js';
+import { canonicalJsonText, requestFingerprint } from './fingerprint.js';
 import type { ExecutionRequest } from './pipeline.js';
 import { evaluateExecution } from './pipeline.js';
 import { runtime } from './test-fixtures.js';
@@ -40,6 +40,20 @@ describe('approval fingerprint', () => {
     expect(fingerprint({ ...base, headers: { 'X-Team': 'ops', Authorization: 'Bearer stripped' } })).toBe(fp);
     expect(fingerprint({ ...base, body: { cc: ['y'], to: 'x' } })).toBe(fp);
     expect(fingerprint({ ...base, body: '{ "cc": ["y"], "to": "\\u0078" }' })).toBe(fp);
+  });
+
+  it('is the same whether the caller says the body is JSON it parsed or leaves it to be parsed here', () => {
+    const input = {
+      method: 'POST',
+      href: 'https://api.example.com/v1',
+      requestFullFields: false,
+      headers: {},
+    };
+    for (const body of ['{ "b": 1.50, "a": ["\\u0078", {"z": null}] }', '[1, 2]', '"text"', '12', 'true']) {
+      expect(requestFingerprint({ ...input, body, bodyIsJson: true }), body).toBe(
+        requestFingerprint({ ...input, body }),
+      );
+    }
   });
 
   it('changes with anything that changes the request', () => {

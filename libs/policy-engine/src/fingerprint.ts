@@ -16,6 +16,8 @@ export interface FingerprintInput {
   href: string;
   /** Exactly the body that will be sent, or undefined for none. */
   body: string | Uint8Array | undefined;
+  /** The caller parsed this very text as JSON already (the pipeline has): it is not parsed again. */
+  bodyIsJson?: boolean;
   requestFullFields: boolean;
   /** The headers that will be forwarded (already sanitised, lower-case names). */
   headers: Record<string, string>;
@@ -91,9 +93,10 @@ export function canonicalJsonText(text: string): string {
   return value();
 }
 
-function canonicalBody(body: string | Uint8Array | undefined): string {
+function canonicalBody(body: string | Uint8Array | undefined, isJson: boolean): string {
   if (body === undefined) return 'none';
   if (body instanceof Uint8Array) return `bytes:${createHash('sha256').update(body).digest('hex')}`;
+  if (isJson) return `json:${canonicalJsonText(body)}`;
   try {
     JSON.parse(body);
   } catch {
@@ -110,7 +113,7 @@ export function requestFingerprint(req: FingerprintInput): string {
     'vlt-approval-fingerprint-v2',
     req.method.toUpperCase(),
     req.href,
-    canonicalBody(req.body),
+    canonicalBody(req.body, req.bodyIsJson === true),
     req.requestFullFields,
     headers,
   ]);

@@ -22,7 +22,13 @@ export {
 } from './contact-fields.js';
 export type { ContactFieldClass, FieldStepUpRefusal } from './contact-fields.js';
 
-export { evaluateExecution, evaluateTokenVending } from './pipeline.js';
+export {
+  evaluateExecution,
+  evaluatePrepared,
+  evaluateTokenVending,
+  inspectedBody,
+  prepareExecution,
+} from './pipeline.js';
 export type {
   ApprovalStatus,
   ExecutionAudit,
@@ -31,8 +37,11 @@ export type {
   ExecutionRequest,
   ExecutionTarget,
   PipelineStep,
+  PreparedExecution,
   TokenVendingDecision,
 } from './pipeline.js';
+
+export type { InspectedBody } from './provider-constraints.js';
 
 export { jsonBoundsViolation, REQUEST_JSON_BOUNDS } from './json-bounds.js';
 export type { JsonBounds } from './json-bounds.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ExecutionContext, ExecutionDecision, ExecutionRequest } from './pipeline.js';
-import { evaluateExecution, evaluateTokenVending } from './pipeline.js';
+import { evaluateExecution, evaluatePrepared, evaluateTokenVending, prepareExecution } from './pipeline.js';
 import { requestFingerprint } from './fingerprint.js';
 import type { PolicyInput } from './test-fixtures.js';
 import { runtime } from './test-fixtures.js';
@@ -53,6 +53,53 @@ describe('evaluateExecution: request validation (400)', () => {
 
   it('accepts lower-case methods', () => {
     expect(evaluateExecution({ ...GET, method: 'get' }, rt, ctx()).outcome).toBe('allow');
+  });
+});
+
+describe('prepareExecution: a request read once, asked about again', () => {
+  it('decides at every asking as evaluateExecution decides the request itself', () => {
+    const rt = runtime({ stepUpApproval: 'risk_based' });
+    const requests: ExecutionRequest[] = [
+      GET,
+      POST,
+      {
+        method: 'POST',
+        url: POST.url,
+        headers: { 'content-type': 'application/json' },
+        body: '{"name":"x"}',
+      },
+      {
+        method: 'POST',
+        url: POST.url,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'a=1',
+      },
+      { method: 'DELETE', url: POST.url },
+      { method: 'GET', url: 'not a url' },
+      { method: 'GET', url: 'https://api.example.com/elsewhere' },
+      { method: 'POST', url: POST.url, body: '{"to":"a","to":"b"}' },
+      { method: 'TRACE', url: GET.url },
+    ];
+    const askings: ExecutionContext[] = [
+      ctx({ resolvedAddresses: undefined }),
+      ctx(),
+      ctx({ resolvedAddresses: ['10.0.0.1'] }),
+      ctx({ approval: { status: 'approved', fingerprintMatches: true } }),
+      ctx({ approval: { status: 'approved', fingerprintMatches: false } }),
+    ];
+    for (const req of requests) {
+      const prepared = prepareExecution(req, rt);
+      for (const asked of askings) {
+        expect(evaluatePrepared(prepared, asked), JSON.stringify(req)).toEqual(
+          evaluateExecution(req, rt, asked),
+        );
+      }
+    }
+  });
+
+  it('keeps the order of refusals: a malformed URL is judged at step 3, after the model and time window', () => {
+    const prepared = prepareExecution({ method: 'GET', url: 'not a url' }, runtime({ allowedModels: ['A'] }));
+    expect(outcome(evaluatePrepared(prepared, ctx()))).toBe('deny:model:model_not_allowed');
   });
 });
 

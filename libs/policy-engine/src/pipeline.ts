@@ -5,9 +5,11 @@
  *   8 rate limit → 9 payload size.
  * The first step that refuses decides. Step 7 also refuses `requestFullFields` where no approval
  * could grant it (not a contacts policy of the balanced tier with field step-up, not a single
- * contact; ADR 0045); an allowed redeemed field step-up comes back as `fullFields`. The function does no I/O: when the SSRF step needs DNS
- * answers it returns `needs_resolution`, and the caller resolves the canonical host and calls
- * again with `resolvedAddresses` (then connects only to those addresses).
+ * contact; ADR 0045); an allowed redeemed field step-up comes back as `fullFields`. The function
+ * does no I/O: when the SSRF step needs DNS answers it returns `needs_resolution`, and the caller
+ * resolves the canonical host and calls again with `resolvedAddresses` (then connects only to
+ * those addresses). A caller that asks more than once reads the request once with
+ * `prepareExecution` and asks `evaluatePrepared` each time.
  */
 import type { AllowedModel, HttpMethod } from '@vlt/contracts';
 import { HttpMethod as HttpMethodSchema } from '@vlt/contracts';
@@ -16,7 +18,8 @@ import type { PolicyRuntime } from './compile.js';
 import { fieldStepUpRefusal } from './contact-fields.js';
 import { requestFingerprint } from './fingerprint.js';
 import { checkProviderConstraints } from './provider-constraints.js';
-import { prepareRequestBody } from './request-body.js';
+import type { InspectedBody } from './provider-constraints.js';
+import { prepareRequestBody, type PreparedBody } from './request-body.js';
 import { headerValue, sanitizeRequestHeaders } from './request-headers.js';
 import { evaluateRequestRules } from './request-rules.js';
 import { blockedAddressReason } from './ssrf.js';
@@ -167,22 +170,68 @@ function isStringRecord(v: unknown): v is Record<string, string> {
   return Object.values(v).every((x) => typeof x === 'string');
 }
 
+/**
+ * A request checked and read once, for one policy: the caller may ask the pipeline about it more
+ * than once (again with DNS answers, again as if approved), and a large body is then bounded,
+ * parsed and scanned for duplicate keys once, not at every asking.
+ */
+export interface PreparedExecution {
+  readonly policy: PolicyRuntime;
+  readonly request: ExecutionRequest;
+  /** Why the request is malformed (400), or what was read from it. */
+  readonly read:
+    | { ok: false; reason: string }
+    | {
+        ok: true;
+        method: HttpMethod;
+        headers: Record<string, string>;
+        body: Extract<PreparedBody, { ok: true }>;
+        /** Canonicalised now, judged at step 3 (so a malformed URL does not outrank steps 1 and 2). */
+        target: ReturnType<typeof canonicalizeTarget>;
+      };
+}
+
+export function prepareExecution(req: ExecutionRequest, policy: PolicyRuntime): PreparedExecution {
+  const fail = (reason: string): PreparedExecution => ({ policy, request: req, read: { ok: false, reason } });
+  // Request validation (400) comes before any policy step.
+  const method = typeof req.method === 'string' ? req.method.toUpperCase() : '';
+  if (!METHODS.has(method)) return fail('method must be one of GET, POST, PUT, DELETE, PATCH');
+  if (typeof req.url !== 'string' || req.url === '') return fail('url is required');
+  if (req.query !== undefined && !isStringRecord(req.query)) return fail('query must map names to strings');
+  const headers = sanitizeRequestHeaders(req.headers);
+  if (!headers.ok) return fail(headers.reason);
+  const body = prepareRequestBody(req.body, headerValue(headers.headers, 'content-type'), policy.readsBody);
+  if (!body.ok) return fail(body.reason);
+  return {
+    policy,
+    request: req,
+    read: {
+      ok: true,
+      method: method as HttpMethod,
+      headers: headers.headers,
+      body,
+      target: canonicalizeTarget(req.url, req.query),
+    },
+  };
+}
+
+/** The body as the rules read it; undefined for a malformed request. */
+export function inspectedBody(prepared: PreparedExecution): InspectedBody | undefined {
+  return prepared.read.ok ? prepared.read.body.inspected : undefined;
+}
+
 export function evaluateExecution(
   req: ExecutionRequest,
   policy: PolicyRuntime,
   ctx: ExecutionContext,
 ): ExecutionDecision {
-  // Request validation (400) comes before any policy step.
-  const method = typeof req.method === 'string' ? req.method.toUpperCase() : '';
-  if (!METHODS.has(method)) return badRequest('method must be one of GET, POST, PUT, DELETE, PATCH');
-  const httpMethod = method as HttpMethod;
-  if (typeof req.url !== 'string' || req.url === '') return badRequest('url is required');
-  if (req.query !== undefined && !isStringRecord(req.query))
-    return badRequest('query must map names to strings');
-  const headers = sanitizeRequestHeaders(req.headers);
-  if (!headers.ok) return badRequest(headers.reason);
-  const body = prepareRequestBody(req.body, headerValue(headers.headers, 'content-type'), policy.readsBody);
-  if (!body.ok) return badRequest(body.reason);
+  return evaluatePrepared(prepareExecution(req, policy), ctx);
+}
+
+export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionContext): ExecutionDecision {
+  const { policy, request: req, read } = prepared;
+  if (!read.ok) return badRequest(read.reason);
+  const { method, body, headers } = read;
 
   const c = policy.compiled;
   const audit: ExecutionAudit = {
@@ -213,14 +262,14 @@ export function evaluateExecution(
   }
 
   // 3. Allowlist on the canonical target (the URL matched is the URL sent).
-  const target = canonicalizeTarget(req.url, req.query);
+  const target = read.target;
   if (!target.ok) {
     if (!target.refused) return badRequest(`invalid url: ${target.reason}`);
     return deny('allowlist', 'url_refused', `url refused: ${target.reason}`);
   }
   audit.host = target.host;
   audit.path = target.path;
-  const entry = matchAllowlist(policy.allowlists, httpMethod, target);
+  const entry = matchAllowlist(policy.allowlists, method, target);
   if (!entry) return deny('allowlist', 'not_allowlisted', 'no allowlist entry matches this method and URL');
   audit.allowlistEntry = entry.index;
 
@@ -248,13 +297,13 @@ export function evaluateExecution(
 
   // 6. Request rules (first match wins) and the access mode.
   const rule = evaluateRequestRules(policy.requestRules, {
-    method: httpMethod,
+    method,
     path: target.matchPath,
     body: body.inspected,
   });
   if (rule) audit.rule = { index: rule.index, label: rule.label, action: rule.action };
   const policyAccess = decideAccess({
-    method: httpMethod,
+    method,
     ruleAction: rule ? rule.action : null,
     defaultMode: c.defaultMode,
     stepUpApproval: c.stepUpApproval,
@@ -271,7 +320,7 @@ export function evaluateExecution(
   // a single contact, on a contacts policy of the balanced tier with field step-up enabled.
   const fullFields = req.requestFullFields === true;
   if (fullFields) {
-    const refusal = fieldStepUpRefusal(policy.contactFields, httpMethod, target.matchPath);
+    const refusal = fieldStepUpRefusal(policy.contactFields, method, target.matchPath);
     if (refusal) return deny('step_up', refusal.code, refusal.reason);
   }
   let approvalUsed = false;
@@ -294,8 +343,9 @@ export function evaluateExecution(
           method,
           href: target.href,
           body: body.payload,
+          bodyIsJson: body.inspected.kind === 'json',
           requestFullFields: fullFields,
-          headers: headers.headers,
+          headers,
         }),
         code: access.code,
         reason: access.reason,
@@ -336,14 +386,14 @@ export function evaluateExecution(
     outcome: 'allow',
     target: {
       href: target.href,
-      method: httpMethod,
+      method,
       host: target.host,
       hostKind: target.hostKind,
       port: target.port,
       path: target.path,
       matchPath: target.matchPath,
       search: target.search,
-      headers: headers.headers,
+      headers,
       body: body.payload,
       addresses,
     },

@@ -11,7 +11,7 @@ import { compilePolicy, hydratePolicy } from '@vlt/policy-engine';
 import { AppError } from '@vlt/service-kit';
 import { compileSecretForms, UpstreamError, type UpstreamClient } from '@vlt/upstream';
 import type { FastifyBaseLogger } from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { SnapshotCaches } from '../../caches.js';
 import type { CredentialCache } from '../../credentials.js';
 import type { DataPlaneDeps } from '../../deps.js';
@@ -155,6 +155,10 @@ function harness(policy: Partial<PolicyDocument>) {
     resolve: async () => ['93.184.216.34'],
     async request() {
       trace.steps.push('call provider');
+      throw new UpstreamError('unavailable', 'connection refused');
+    },
+    async stream() {
+      trace.steps.push('stream from provider');
       throw new UpstreamError('unavailable', 'connection refused');
     },
   } as unknown as UpstreamClient;
@@ -310,5 +314,86 @@ describe('Model B decides while execution_requested is stored (ADR 0072)', () =>
     expect(await result).toMatchObject({ status: 503, message: 'cannot record the request; not executed' });
     await settle();
     expect(trace.stored).toEqual([]);
+  });
+});
+
+describe('a request is read once per call, however often the pipeline is asked', () => {
+  /** How many times `JSON.parse` was handed exactly `text` while `run` ran. */
+  async function parsesOf(text: string, run: () => Promise<unknown>): Promise<number> {
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      await run();
+      return parse.mock.calls.filter(([arg]) => arg === text).length;
+    } finally {
+      parse.mockRestore();
+    }
+  }
+
+  it('a JSON body is parsed once, though the pipeline is asked again with the DNS answers and as if approved', async () => {
+    const body = JSON.stringify({ title: 'parsed-once', items: [1, 2, 3] });
+    const cases = [
+      // api.example.com needs DNS: asked, then asked again with its addresses.
+      { stepUp: 'never', approvalId: undefined, then: 'call provider' },
+      // And once more as if approved, before the approval is redeemed.
+      { stepUp: 'always', approvalId: IDS.approval, then: 'call provider' },
+    ] as const;
+    for (const c of cases) {
+      const { deps, trace, store } = harness({ stepUpApproval: c.stepUp });
+      store(true);
+      const parses = await parsesOf(body, () =>
+        outcome(
+          executeModelB(
+            deps,
+            agent,
+            call({
+              method: 'POST',
+              headers: { 'content-type': 'application/json' },
+              body,
+              approvalId: c.approvalId,
+            }),
+          ),
+        ),
+      );
+      expect(trace.steps.at(-1)).toBe(c.then);
+      expect(parses).toBe(1);
+    }
+  });
+
+  it("a body that asks to stream is streamed, judged on the pipeline's own parse of it", async () => {
+    const asks = JSON.stringify({ stream: true, prompt: 'hi' });
+    const { deps, trace, store } = harness({});
+    store(true);
+    const seen: unknown[] = [];
+    const parses = await parsesOf(asks, () =>
+      outcome(
+        executeModelB(
+          deps,
+          agent,
+          call({ method: 'POST', headers: { 'content-type': 'application/json' }, body: asks }),
+          {
+            streamWhen: (b) => {
+              seen.push(b);
+              return b.kind === 'json' && (b.value as { stream?: unknown }).stream === true;
+            },
+          },
+        ),
+      ),
+    );
+    expect(trace.steps.at(-1)).toBe('stream from provider');
+    expect(seen).toEqual([{ kind: 'json', value: { stream: true, prompt: 'hi' } }]);
+    expect(parses).toBe(1);
+
+    // A body that does not ask is answered buffered.
+    const other = harness({});
+    other.store(true);
+    await outcome(
+      executeModelB(
+        deps,
+        agent,
+        call({ method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"stream":false}' }),
+        { streamWhen: (b) => b.kind === 'json' && (b.value as { stream?: unknown }).stream === true },
+      ),
+    );
+    expect(trace.steps.at(-1)).toBe('call provider');
   });
 });

@@ -14,9 +14,12 @@
 import { BusError } from '@vlt/bus';
 import type { ConnectionDescriptor, ExecuteModelB } from '@vlt/contracts';
 import {
-  evaluateExecution,
+  evaluatePrepared,
+  inspectedBody,
   planResponse,
+  prepareExecution,
   requestFingerprint,
+  type InspectedBody,
   type ResponseFilterCore,
   type ResponsePlan,
   type ExecutionContext,
@@ -100,6 +103,11 @@ export interface ExecuteOptions {
    * given the response plan; null adds nothing. It runs before the response filter (ADR 0043).
    */
   streamStage?: (plan: ResponsePlan | null, contentType: string | undefined) => ResponseFilterCore | null;
+  /**
+   * The body asks for a stream by what it says (an LLM call's `"stream": true`), read from the
+   * pipeline's own parse of it rather than a second one.
+   */
+  streamWhen?: (body: InspectedBody) => boolean;
   /** Aborted when the agent hangs up: a request it no longer waits for is not sent. */
   agentGone?: AbortSignal;
   /**
@@ -203,7 +211,7 @@ interface RunContext extends ExecutionContext {
 async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   const { deps, agent, req, connection, found, recorder } = call;
   const policy = found.runtime;
-  const decision = await decide(call, ctx);
+  const { decision, streamAsked } = await decide(call, ctx);
   if (decision.outcome === 'require_approval') {
     await recorder.recorded;
     const filed = await fileApproval(
@@ -281,7 +289,7 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   // From here the request counts, whatever happens.
   ctx.counted.value = true;
   const started = performance.now();
-  if (req.stream || req.download) {
+  if (req.stream || req.download || streamAsked) {
     const { streamStage } = call.options;
     return respondStreamed(
       respond,
@@ -296,25 +304,34 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
 /**
  * The policy engine's decision, with the I/O it asks for: DNS answers for the SSRF step, and
  * the approval redemption (consumed only when the request will then run). Every refusal is
- * recorded and thrown; what returns is an allow or a request to file an approval.
+ * recorded and thrown; what returns is an allow or a request to file an approval, and whether
+ * the body asks for a stream (`ExecuteOptions.streamWhen`).
+ *
+ * The request is read once, however often the pipeline is asked. What was read (a large
+ * body's parsed value) is let go when this returns, before the body is sent.
  */
 async function decide(
   call: Call,
   baseCtx: ExecutionContext,
-): Promise<Extract<ExecutionDecision, { outcome: 'allow' | 'require_approval' }>> {
+): Promise<{
+  decision: Extract<ExecutionDecision, { outcome: 'allow' | 'require_approval' }>;
+  streamAsked: boolean;
+}> {
   const { deps, agent, req, connection, found, recorder } = call;
-  const policy = found.runtime;
-  const input = {
-    method: req.method,
-    url: req.url,
-    query: req.query,
-    headers: req.headers,
-    body: req.body,
-    requestFullFields: req.requestFullFields,
-    context: req.context,
-  };
+  const prepared = prepareExecution(
+    {
+      method: req.method,
+      url: req.url,
+      query: req.query,
+      headers: req.headers,
+      body: req.body,
+      requestFullFields: req.requestFullFields,
+      context: req.context,
+    },
+    found.runtime,
+  );
   let ctx: ExecutionContext = baseCtx;
-  let decision = evaluateExecution(input, policy, ctx);
+  let decision = evaluatePrepared(prepared, ctx);
   if (decision.outcome === 'needs_resolution') {
     let addresses: string[];
     try {
@@ -323,7 +340,7 @@ async function decide(
       throw recorder.deny({ status: 403, reason: 'destination host cannot be resolved' });
     }
     ctx = { ...baseCtx, resolvedAddresses: addresses };
-    decision = evaluateExecution(input, policy, ctx);
+    decision = evaluatePrepared(prepared, ctx);
   }
 
   if (decision.outcome === 'allow' && req.approvalId) {
@@ -339,6 +356,7 @@ async function decide(
         method: decision.target.method,
         href: decision.target.href,
         body: decision.target.body,
+        bodyIsJson: inspectedBody(prepared)?.kind === 'json',
         requestFullFields: req.requestFullFields === true,
         headers: decision.target.headers,
       }),
@@ -347,9 +365,9 @@ async function decide(
   }
 
   if (decision.outcome === 'require_approval') {
-    if (!req.approvalId) return decision;
+    if (!req.approvalId) return { decision, streamAsked: false };
     // Evaluate as if approved first: the approval is consumed only when the request will run.
-    const approved = evaluateExecution(input, policy, {
+    const approved = evaluatePrepared(prepared, {
       ...ctx,
       approval: { status: 'approved', fingerprintMatches: true },
     });
@@ -384,7 +402,9 @@ async function decide(
       });
     case 'needs_resolution':
       throw recorder.deny({ status: 403, reason: 'destination could not be verified' });
-    case 'allow':
-      return decision;
+    case 'allow': {
+      const body = inspectedBody(prepared);
+      return { decision, streamAsked: body !== undefined && call.options.streamWhen?.(body) === true };
+    }
   }
 }

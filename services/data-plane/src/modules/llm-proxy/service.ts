@@ -5,7 +5,7 @@
  * answer goes back in the provider's own shape, with no envelope.
  */
 import { SERVICES, type ConnectionDescriptor, type ExecuteModelB } from '@vlt/contracts';
-import { createLlmStreamRedactionCore, type LlmStreamProtocol } from '@vlt/policy-engine';
+import { createLlmStreamRedactionCore, type InspectedBody, type LlmStreamProtocol } from '@vlt/policy-engine';
 import { Errors } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
@@ -115,28 +115,25 @@ function uploadUrlThroughVault(headers: Record<string, string>, base: string, va
 }
 
 /**
- * `stream: true` in a JSON body, a `stream` field of `true` in a form (a streamed transcription),
- * or a provider's own streaming endpoint (`:streamGenerateContent`, `alt=sse`).
+ * A provider's own streaming endpoint (`:streamGenerateContent`, `alt=sse`), or a `stream` field
+ * of `true` in a form (a streamed transcription). A JSON body's `"stream": true` is read by
+ * `jsonAsksToStream` from the pipeline's parse.
  */
-export function wantsStream(
-  call: Pick<LlmCall, 'path' | 'query' | 'headers'> & { body: string | undefined },
-  form?: FormPart[],
-): boolean {
+function streamingEndpointOrForm(call: Pick<LlmCall, 'path' | 'query'>, form?: FormPart[]): boolean {
   if (/:streamGenerateContent$/.test(call.path)) return true;
   if (new URLSearchParams(call.query).get('alt') === 'sse') return true;
-  if (form) return form.some((p) => p.kind === 'field' && p.name === 'stream' && p.value === 'true');
-  const ct = String(call.headers['content-type'] ?? '').toLowerCase();
-  // The body is within the route's limit (VLT_LLM_BODY_MAX_BYTES): a call with large images
-  // streams as any other.
-  if (call.body === undefined || !ct.includes('json')) return false;
-  // Cheap precheck before parsing: most non-streaming bodies never mention it.
-  if (!call.body.includes('"stream"')) return false;
-  try {
-    const parsed: unknown = JSON.parse(call.body);
-    return typeof parsed === 'object' && parsed !== null && (parsed as { stream?: unknown }).stream === true;
-  } catch {
-    return false; // the pipeline refuses malformed JSON where the policy reads the body
-  }
+  return form?.some((p) => p.kind === 'field' && p.name === 'stream' && p.value === 'true') ?? false;
+}
+
+/**
+ * `"stream": true` at the top of a JSON body, at any size within the route's limit
+ * (VLT_LLM_BODY_MAX_BYTES). The pipeline has parsed the body already: parsing it here too cost
+ * a 30 MiB call with images one more parse, with the event loop held.
+ */
+export function jsonAsksToStream(contentType: string | undefined, body: InspectedBody): boolean {
+  if (body.kind !== 'json' || !(contentType ?? '').toLowerCase().includes('json')) return false;
+  const value = body.value;
+  return typeof value === 'object' && value !== null && (value as { stream?: unknown }).stream === true;
 }
 
 function forwardedHeaders(h: LlmCall['headers']): Record<string, string> {
@@ -204,7 +201,7 @@ export async function proxyLlmCall(
     url: `${base}${call.path}${forwardedQuery(call.query)}`,
     headers,
     ...(form ? { body: form.body } : chunk ? { body: chunk } : text !== undefined && { body: text }),
-    stream: wantsStream({ ...call, body: text }, form?.parts),
+    stream: streamingEndpointOrForm(call, form?.parts),
     ...(typeof approvalId === 'string' && { approvalId }),
     context: { via: 'llm_proxy', provider: call.provider },
   };
@@ -212,6 +209,9 @@ export async function proxyLlmCall(
   const out = await executeModelB(deps, agent, req, {
     presentedUrl,
     ...(form && { presentedBody: summarizeForm(form.parts) }),
+    ...(text !== undefined && {
+      streamWhen: (body: InspectedBody) => jsonAsksToStream(headers['content-type'], body),
+    }),
     ...(call.agentGone && { agentGone: call.agentGone, cancelWhenAgentGone: true }),
     upstreamTimeouts: {
       headersMs: deps.config.llmTimeoutMs,
