@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJsonText, requestFingerprint } from './fingerprint.js';
 import type { ExecutionRequest } from './pipeline.js';
@@ -159,5 +160,79 @@ describe('canonicalJsonText', () => {
     ['{"k\\"ey":"v"}', '{"k\\"ey":"v"}'],
   ])('%s → %s', (text, want) => {
     expect(canonicalJsonText(text)).toBe(want);
+  });
+});
+
+describe('canonicalJsonText on strings, read without decoding where it can', () => {
+  /** What the canonical text must be, from the parsed value (integers only, so no lexeme is lost). */
+  function reference(v: unknown): string {
+    if (Array.isArray(v)) return `[${v.map(reference).join(',')}]`;
+    if (v !== null && typeof v === 'object') {
+      const keys = Object.keys(v).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      return `{${keys.map((k) => `${JSON.stringify(k)}:${reference((v as Record<string, unknown>)[k])}`).join(',')}}`;
+    }
+    return JSON.stringify(v);
+  }
+
+  // Strings built to hit the edges: escaped quotes after runs of backslashes, escapes of every
+  // kind, lone and paired surrogates (raw and escaped), non-ASCII, U+2028, control characters
+  // (escaped by JSON.stringify as the documents are written).
+  const piece = fc.constantFrom(
+    'a',
+    '"',
+    '\\',
+    '\\\\',
+    '/',
+    '\n',
+    '\u2028',
+    'é',
+    '😀',
+    '\ud800',
+    '\udfff',
+    '\u0000',
+    '\u001f',
+    '\u007f',
+  );
+  const text = fc.array(piece, { maxLength: 12 }).map((p) => p.join(''));
+  const escapes = fc.array(
+    fc.constantFrom(
+      '\\"',
+      '\\\\',
+      '\\/',
+      '\\n',
+      '\\u0041',
+      '\\ud800',
+      '\\udc00',
+      '\\ud83d\\ude00',
+      'x',
+      '\\\\\\"',
+      // Raw, as an envelope's string body may carry them after its own escapes were read.
+      '\ud800',
+      '\udfff',
+      '😀',
+    ),
+    { maxLength: 8 },
+  );
+
+  it('writes every string as JSON.stringify of its value', () => {
+    fc.assert(
+      fc.property(fc.dictionary(text, fc.oneof(text, fc.integer(), fc.array(text))), (doc) => {
+        const written = JSON.stringify(doc, null, 1);
+        expect(canonicalJsonText(written)).toBe(reference(doc));
+      }),
+      { numRuns: 500 },
+    );
+    fc.assert(
+      fc.property(escapes, escapes, (key, value) => {
+        const written = `{"${key.join('')}" : ["${value.join('')}", "${key.join('')}"]}`;
+        expect(canonicalJsonText(written)).toBe(reference(JSON.parse(written)));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('keeps a large string without escapes as it is written', () => {
+    const image = 'A'.repeat(4 * 1024 * 1024);
+    expect(canonicalJsonText(`{ "url" : "${image}" }`)).toBe(`{"url":"${image}"}`);
   });
 });

@@ -25,6 +25,7 @@ export interface FingerprintInput {
 
 const WS = new Set([0x20, 0x09, 0x0a, 0x0d]);
 const VALUE_END = new Set([0x2c, 0x5d, 0x7d, 0x20, 0x09, 0x0a, 0x0d]);
+const SURROGATE = /[\uD800-\uDFFF]/;
 
 /**
  * Canonical JSON text of a valid JSON document, numbers kept as their lexemes. The caller has
@@ -35,16 +36,27 @@ export function canonicalJsonText(text: string): string {
   const skipWs = () => {
     while (i < text.length && WS.has(text.charCodeAt(i))) i++;
   };
-  const readString = (): string => {
-    const start = i++;
+  /** The string lexeme at `i`, quotes included; moves `i` past it. */
+  const scanString = (): string => {
+    const start = i;
+    // The closing quote is the first one not escaped: preceded by an even run of backslashes.
+    let end = text.indexOf('"', start + 1);
     for (;;) {
-      const c = text.charCodeAt(i);
-      if (c === 0x5c) i += 2;
-      else if (c === 0x22) break;
-      else i++;
+      let slashes = 0;
+      while (text.charCodeAt(end - 1 - slashes) === 0x5c) slashes++;
+      if (slashes % 2 === 0) break;
+      end = text.indexOf('"', end + 1);
     }
-    i++;
-    return JSON.parse(text.slice(start, i)) as string;
+    i = end + 1;
+    return text.slice(start, i);
+  };
+  /** The string at `i` as `JSON.stringify` writes it. */
+  const canonicalString = (): string => {
+    const lexeme = scanString();
+    // Without an escape or a surrogate, JSON.stringify writes the lexeme back unchanged (valid
+    // JSON holds no raw control character): a 30 MiB image is not decoded and encoded again.
+    if (lexeme.indexOf('\\') === -1 && !SURROGATE.test(lexeme)) return lexeme;
+    return JSON.stringify(JSON.parse(lexeme) as string);
   };
   const value = (): string => {
     skipWs();
@@ -59,7 +71,7 @@ export function canonicalJsonText(text: string): string {
       }
       for (;;) {
         skipWs();
-        const key = readString();
+        const key = JSON.parse(scanString()) as string;
         skipWs();
         i++; // ':'
         members.push([key, value()]);
@@ -84,7 +96,7 @@ export function canonicalJsonText(text: string): string {
       }
       return `[${items.join(',')}]`;
     }
-    if (c === 0x22) return JSON.stringify(readString());
+    if (c === 0x22) return canonicalString();
     // A number or a literal: its lexeme, exactly as written.
     const start = i;
     while (i < text.length && !VALUE_END.has(text.charCodeAt(i))) i++;
