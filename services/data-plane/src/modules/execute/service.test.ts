@@ -388,12 +388,13 @@ describe('a request is read once per call, however often the pipeline is asked',
     other.store(true);
     await outcome(
       executeModelB(
-        deps,
+        other.deps,
         agent,
         call({ method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"stream":false}' }),
         { streamWhen: (b) => b.kind === 'json' && (b.value as { stream?: unknown }).stream === true },
       ),
     );
-    expect(trace.steps.at(-1)).toBe('call provider');
+    expect(other.trace.steps.at(-1)).toBe('call provider');
+    expect(other.trace.steps).not.toContain('stream from provider');
   });
 });

@@ -130,7 +130,7 @@ function streamingEndpointOrForm(call: Pick<LlmCall, 'path' | 'query'>, form?: F
  * (VLT_LLM_BODY_MAX_BYTES). The pipeline has parsed the body already: parsing it here too cost
  * a 30 MiB call with images one more parse, with the event loop held.
  */
-export function jsonAsksToStream(contentType: string | undefined, body: InspectedBody): boolean {
+function jsonAsksToStream(contentType: string | undefined, body: InspectedBody): boolean {
   if (body.kind !== 'json' || !(contentType ?? '').toLowerCase().includes('json')) return false;
   const value = body.value;
   return typeof value === 'object' && value !== null && (value as { stream?: unknown }).stream === true;
