@@ -280,6 +280,39 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     });
   });
 
+  it('a JSON body reaches the provider as the bytes the agent sent; bytes that are no UTF-8, as the text the vault judged', async () => {
+    const b = await fx.bind('llm_b');
+    const send = (body: Buffer) =>
+      fetch(`${fx.base}/v1/vault/llm/llm_b/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${b.token}`, 'content-type': 'application/json' },
+        body,
+      });
+    const chat = (content: Buffer) =>
+      Buffer.concat([
+        Buffer.from('{"model":"gpt-4o-mini","messages":[{"role":"user","content":"'),
+        content,
+        Buffer.from('"}]}'),
+      ]);
+
+    const valid = chat(Buffer.from('héllo 😀 \u2028 \\"quoted\\"', 'utf8'));
+    let before = fx.mock.requests.length;
+    expect((await send(valid)).status).toBe(200);
+    expect(fx.mock.since(before)[0]!.bytes.equals(valid)).toBe(true);
+
+    // A 4-byte sequence cut after 3: one U+FFFD where it stood, 3 bytes for 3, so the text the
+    // vault judged is as long as the bytes sent, and only their content tells them apart.
+    const invalid = chat(Buffer.from([0x61, 0xf0, 0x9f, 0x98, 0x62]));
+    before = fx.mock.requests.length;
+    expect((await send(invalid)).status).toBe(200);
+    const got = fx.mock.since(before)[0]!.bytes;
+    expect(got.equals(invalid)).toBe(false);
+    expect(got.equals(Buffer.from(invalid.toString('utf8'), 'utf8'))).toBe(true);
+    expect(
+      (fx.mock.since(before)[0]!.json as { messages: Array<{ content: string }> }).messages[0]!.content,
+    ).toBe('a\ufffdb');
+  });
+
   it('a streamed transcription (form field stream=true) is relayed as it arrives, not buffered', async () => {
     const b = await bindUploads();
     let firstSeen!: () => void;

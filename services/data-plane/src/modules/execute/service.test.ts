@@ -70,6 +70,8 @@ interface Trace {
   sent: string[];
   /** For each time the call asked the bus whether its publishes were sent: what it had published by then. */
   sentAsked: string[][];
+  /** The body of each request handed to the provider. */
+  providerBodies: unknown[];
 }
 
 /**
@@ -77,7 +79,7 @@ interface Trace {
  * is stored, with false the bus refuses it (as JetStream does when the stream is unavailable).
  */
 function harness(policy: Partial<PolicyDocument>) {
-  const trace: Trace = { steps: [], stored: [], sent: [], sentAsked: [] };
+  const trace: Trace = { steps: [], stored: [], sent: [], sentAsked: [], providerBodies: [] };
   // Open unless a test holds it: the bus's answer to "is everything published so far sent?".
   let sentGate: Promise<void> = Promise.resolve();
   const holdSent = () => {
@@ -153,8 +155,9 @@ function harness(policy: Partial<PolicyDocument>) {
   };
   const upstream = {
     resolve: async () => ['93.184.216.34'],
-    async request() {
+    async request(r: { body?: unknown }) {
       trace.steps.push('call provider');
+      trace.providerBodies.push(r.body);
       throw new UpstreamError('unavailable', 'connection refused');
     },
     async stream() {
@@ -396,5 +399,26 @@ describe('a request is read once per call, however often the pipeline is asked',
     );
     expect(other.trace.steps.at(-1)).toBe('call provider');
     expect(other.trace.steps).not.toContain('stream from provider');
+  });
+});
+
+describe("a text body's bytes (ExecuteOptions.textBytes)", () => {
+  const text = JSON.stringify({ title: 'héllo 😀' });
+  const post = call({ method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
+
+  it('are sent as they are when they are what the pipeline decided to send', async () => {
+    const bytes = Buffer.from(text, 'utf8');
+    const { deps, trace, store } = harness({});
+    store(true);
+    await outcome(executeModelB(deps, agent, post, { textBytes: bytes }));
+    expect(trace.providerBodies).toHaveLength(1);
+    expect(trace.providerBodies[0]).toBe(bytes);
+  });
+
+  it('are never sent when they are not as long as the text encoded: the text is', async () => {
+    const { deps, trace, store } = harness({});
+    store(true);
+    await outcome(executeModelB(deps, agent, post, { textBytes: Buffer.from(`${text} `, 'utf8') }));
+    expect(trace.providerBodies).toEqual([text]);
   });
 });

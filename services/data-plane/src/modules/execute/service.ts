@@ -108,6 +108,12 @@ export interface ExecuteOptions {
    * pipeline's own parse of it rather than a second one.
    */
   streamWhen?: (body: InspectedBody) => boolean;
+  /**
+   * The bytes a text body was read from, when they are exactly its UTF-8 encoding (the reader
+   * checked they are valid UTF-8): sent as they are, rather than the text encoded once more
+   * (ADR 0097). Used only when what the pipeline decided to send is that very text.
+   */
+  textBytes?: Uint8Array;
   /** Aborted when the agent hangs up: a request it no longer waits for is not sent. */
   agentGone?: AbortSignal;
   /**
@@ -257,9 +263,13 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   const built = buildUpstreamRequest(target, credentials, connection, {
     bodyIsAgentText: typeof req.body === 'string' || req.body instanceof Uint8Array,
   });
-  const { agentGone, cancelWhenAgentGone, upstreamTimeouts } = call.options;
+  const { agentGone, cancelWhenAgentGone, upstreamTimeouts, textBytes } = call.options;
   const request = {
     ...built,
+    // The text's length was measured by the pipeline: bytes of another length are another body.
+    ...(textBytes &&
+      built.body === req.body &&
+      textBytes.byteLength === decision.audit.dataSize && { body: textBytes }),
     secrets: deps.credentials.secretForms(credentials, built.secrets),
     ...(upstreamTimeouts && { timeouts: upstreamTimeouts }),
     ...(cancelWhenAgentGone && agentGone && { signal: agentGone }),

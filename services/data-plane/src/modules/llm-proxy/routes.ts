@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, Errors, libraryAppError, readBodyBytes } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
@@ -70,6 +71,7 @@ function requestRefusal(err: Error, req: FastifyRequest, bodyMaxBytes: number): 
 export function llmProxyRoutes(deps: DataPlaneDeps) {
   const bodyMaxBytes = deps.config.llmBodyMaxBytes;
   const largeBodies = new BodyBudget(deps.config.llmLargeBodiesInFlightBytes);
+  const textBytes = new WeakMap<FastifyRequest, Buffer>();
   return async function (app: FastifyInstance) {
     // The body is forwarded as the SDK wrote it (numbers, key order): read as text, judged by
     // the pipeline where the policy reads it.
@@ -83,6 +85,9 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
           done(Errors.unsupportedMediaType('the LLM proxy forwards JSON, text and forms only'), undefined);
           return;
         }
+        // Valid UTF-8 is exactly the encoding of the text read from it: those bytes are sent,
+        // not the text encoded again (ADR 0097). Invalid bytes are sent as the text judged.
+        if (isUtf8(body)) textBytes.set(req, body);
         done(null, body.toString('utf8'));
       });
     });
@@ -155,6 +160,7 @@ export function llmProxyRoutes(deps: DataPlaneDeps) {
           query,
           headers: req.headers,
           body: typeof req.body === 'string' || Buffer.isBuffer(req.body) ? req.body : undefined,
+          textBytes: textBytes.get(req),
           agentGone: agentGoneSignal(reply),
           vaultBase: `${req.protocol}://${req.host}${PREFIX}${provider}`,
         });

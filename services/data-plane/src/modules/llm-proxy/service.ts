@@ -63,6 +63,8 @@ export interface LlmCall {
   headers: Record<string, string | string[] | undefined>;
   /** The body as text (JSON or text), bytes for an upload (a form, a Gemini chunk), or undefined. */
   body: string | Buffer | undefined;
+  /** A text body's bytes, where they are valid UTF-8 (ExecuteOptions.textBytes). */
+  textBytes?: Buffer;
   /** Aborted when the agent hangs up (see ExecuteOptions). */
   agentGone?: AbortSignal;
   /** This provider's LLM route as the agent reached it: `<origin>/v1/vault/llm/<provider>`. */
@@ -211,6 +213,7 @@ export async function proxyLlmCall(
     ...(form && { presentedBody: summarizeForm(form.parts) }),
     ...(text !== undefined && {
       streamWhen: (body: InspectedBody) => jsonAsksToStream(headers['content-type'], body),
+      ...(call.textBytes && { textBytes: call.textBytes }),
     }),
     ...(call.agentGone && { agentGone: call.agentGone, cancelWhenAgentGone: true }),
     upstreamTimeouts: {
