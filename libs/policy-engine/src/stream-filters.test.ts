@@ -17,8 +17,8 @@ import { filterJsonValue } from './response-filter.js';
 import { redactText } from './redaction.js';
 import type { ResponseFilterCore } from './stream-filters.js';
 import { chainFilterCores } from './stream-filters.js';
-import { createFilterCore, runFilterCore } from './stream-filters.js';
-import { runtime } from './test-fixtures.js';
+import { createFilterCore, runFilterCore, toNodeTransform } from './stream-filters.js';
+import { runtime, throughChunks } from './test-fixtures.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder('utf-8', { ignoreBOM: true });
@@ -579,5 +579,38 @@ describe('chainFilterCores', () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('toNodeTransform takes turns with the rest of the process', () => {
+  it('regression: a chunk slow to filter is filtered across turns of the event loop, its output unchanged (hostile input, 10 MiB NDJSON under field rules)', async () => {
+    // The turn each slice was filtered in, counted by a ticker that runs once per turn.
+    let turnNo = 0;
+    let ticking = true;
+    const tick = () => {
+      turnNo++;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const turns: number[] = [];
+    const slow: ResponseFilterCore = {
+      push(bytes) {
+        // Field rules on many small lines: a few milliseconds per slice.
+        const until = performance.now() + 6;
+        while (performance.now() < until);
+        turns.push(turnNo);
+        return [bytes];
+      },
+      end: () => [],
+    };
+    const text = 'x'.repeat(255) + '\n';
+    const input = text.repeat(1024); // 256 KiB, one chunk
+    try {
+      expect(await throughChunks(toNodeTransform(slow), input, [input.length])).toBe(input);
+    } finally {
+      ticking = false;
+    }
+    expect(turns.length).toBeGreaterThan(1);
+    expect(new Set(turns).size).toBeGreaterThan(1);
   });
 });
