@@ -73,3 +73,40 @@ describe('tick coalescer with a step (the secret scrubber in the same stage)', (
     expect(out.every((c) => c.length > 0)).toBe(true);
   });
 });
+
+describe('tick coalescer takes turns with the rest of the process', () => {
+  it('regression: a step slow on each batch lets the event loop go round, bytes intact (hostile input: a 10 MiB download that reflects the credential)', async () => {
+    // The turn each batch was stepped in, counted by a ticker that runs once per turn.
+    let turnNo = 0;
+    let ticking = true;
+    const tick = () => {
+      turnNo++;
+      if (ticking) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const turns: number[] = [];
+    const slow = {
+      push(chunk: Buffer) {
+        // Scrubbing a large batch: a few milliseconds each.
+        const until = performance.now() + 6;
+        while (performance.now() < until);
+        turns.push(turnNo);
+        return chunk;
+      },
+      end: () => Buffer.alloc(0),
+    };
+    const chunks = Array.from({ length: 20 }, (_, i) => Buffer.alloc(16 * 1024, 97 + i));
+    const stage = createTickCoalescer(slow);
+    const out = collect(stage);
+    try {
+      // A source that writes as soon as each write is taken, as a socket with data buffered does.
+      for (const c of chunks) await new Promise((r) => stage.write(c, r));
+      stage.end();
+      await new Promise((r) => stage.once('end', r));
+    } finally {
+      ticking = false;
+    }
+    expect(Buffer.concat(out).equals(Buffer.concat(chunks))).toBe(true);
+    expect(new Set(turns).size).toBeGreaterThan(1);
+  });
+});
