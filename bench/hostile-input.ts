@@ -47,8 +47,11 @@ type ProviderBody = () => { contentType: string; body: Buffer | string };
 
 interface InputClass {
   name: string;
-  /** Which binding sends it: field rules (request body rule + response filters) or none. */
-  binding: 'rules' | 'plain';
+  /**
+   * Which binding sends it: field rules (request body rule + response filters), none, or every
+   * write held for a reviewer (the approval's fingerprint and copy of the body).
+   */
+  binding: 'rules' | 'plain' | 'approval';
   method?: string;
   url?: string;
   /** JSON text of the `body` field, or absent. */
@@ -92,6 +95,11 @@ function classes(creds: { apiToken: string }): InputClass[] {
     {
       name: 'request: 9 MiB string value',
       binding: 'rules',
+      body: JSON.stringify({ fields: { summary: 'é'.repeat(4_500_000) } }),
+    },
+    {
+      name: 'request: 9 MiB string value, held for approval',
+      binding: 'approval',
       body: JSON.stringify({ fields: { summary: 'é'.repeat(4_500_000) } }),
     },
     {
@@ -192,10 +200,13 @@ async function main(): Promise<void> {
     const admin = api.bearerAdmin(gw.baseUrl, (await api.apiJwt(gw.baseUrl, user.session)).token);
     const connectionId = (await api.createIssueTrackerConnection(admin, { siteUrl: site, ...creds }))
       .connection.id;
-    const tokens: Record<InputClass['binding'], string> = { rules: '', plain: '' };
-    for (const binding of ['rules', 'plain'] as const) {
+    const tokens: Record<InputClass['binding'], string> = { rules: '', plain: '', approval: '' };
+    for (const binding of ['rules', 'plain', 'approval'] as const) {
       const { agent, token } = await api.enrolAgent(admin, gw.baseUrl, `bench-${binding}`);
-      const { policy } = await api.createPolicy(admin, agent.id, connectionId, api.READ_WRITE_UNATTENDED);
+      const { policy } = await api.createPolicy(admin, agent.id, connectionId, {
+        ...api.READ_WRITE_UNATTENDED,
+        ...(binding === 'approval' && { stepUpApproval: 'always' as const }),
+      });
       api.expectStatus(
         await api.putAllowlists(admin, policy.id, [
           { baseUrl: site, methods: ['GET', 'POST'], pathPatterns: ['/rest/api/3/*'] },
@@ -203,7 +214,7 @@ async function main(): Promise<void> {
         200,
       );
       const rules =
-        binding === 'plain'
+        binding !== 'rules'
           ? { request: [], response: [] }
           : {
               request: [

@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
-import { canonicalJsonText, requestFingerprint } from './fingerprint.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { canonicalJsonText, requestFingerprint, type FingerprintInput } from './fingerprint.js';
 import type { ExecutionRequest } from './pipeline.js';
 import { evaluateExecution } from './pipeline.js';
 import { runtime } from './test-fixtures.js';
@@ -234,5 +235,120 @@ describe('canonicalJsonText on strings, read without decoding where it can', () 
   it('keeps a large string without escapes as it is written', () => {
     const image = 'A'.repeat(4 * 1024 * 1024);
     expect(canonicalJsonText(`{ "url" : "${image}" }`)).toBe(`{"url":"${image}"}`);
+  });
+});
+
+describe('requestFingerprint, hashed a slice at a time', () => {
+  /** The v2 fingerprint as defined: its material written as one string, then hashed. */
+  function fingerprintWrittenWhole(req: FingerprintInput): string {
+    let body: string;
+    if (req.body === undefined) body = 'none';
+    else if (req.body instanceof Uint8Array) {
+      body = `bytes:${createHash('sha256').update(req.body).digest('hex')}`;
+    } else {
+      try {
+        JSON.parse(req.body);
+        body = `json:${canonicalJsonText(req.body)}`;
+      } catch {
+        body = `text:${req.body}`;
+      }
+    }
+    const headers = Object.keys(req.headers)
+      .sort()
+      .map((name) => [name, req.headers[name]]);
+    const material = ['vlt-approval-fingerprint-v2', req.method.toUpperCase(), req.href, body];
+    return createHash('sha256')
+      .update(JSON.stringify([...material, req.requestFullFields, headers]))
+      .digest('hex');
+  }
+
+  const input = { method: 'POST', href: 'https://api.example.com/v1', requestFullFields: false, headers: {} };
+
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('keeps the digests approvals were filed with (pinned: approvals pending across an upgrade)', () => {
+    const pinned: Array<[FingerprintInput, string]> = [
+      [
+        {
+          method: 'post',
+          href: 'https://api.example.com/v1/send?a=1',
+          body: '{ "to": "x\\u00e9", "cc": ["y", 1.50, 9007199254740993] }',
+          requestFullFields: false,
+          headers: { 'x-team': 'ops' },
+        },
+        'ccab9408298f1d08985069eefe07bfe14dccb09c7990e4d9d6ebf74d43ff2fe0',
+      ],
+      [
+        {
+          method: 'PUT',
+          href: 'https://api.example.com/v1/notes',
+          body: 'plain text "quoted" \ud83d\ude00\n',
+          requestFullFields: true,
+          headers: {},
+        },
+        '9efc944d1caa0d75f586c9727c70ae11f63c55efa7d6a273236b75292c1a42c2',
+      ],
+      [
+        {
+          method: 'POST',
+          href: 'https://api.example.com/v1/files',
+          body: new Uint8Array([0, 1, 2, 255]),
+          requestFullFields: false,
+          headers: { 'content-type': 'application/octet-stream' },
+        },
+        '5293d38a40d1e0d76a44f168153e631ac4606391d8e393def604909b1d57a0d9',
+      ],
+      [
+        {
+          method: 'GET',
+          href: 'https://api.example.com/v1/x',
+          body: undefined,
+          requestFullFields: false,
+          headers: {},
+        },
+        '5b6957776e0b14bc2b2f417c51cb941b047b3e6fb7bad58998b8315b8f9ffe2f',
+      ],
+    ];
+    for (const [req, digest] of pinned) expect(requestFingerprint(req)).toBe(digest);
+  });
+
+  it('is the digest of its material written whole, for bodies whose characters straddle its slices', () => {
+    // The hash is fed 64 Ki code units at a time: put surrogate pairs, lone surrogates, quotes,
+    // backslashes and control characters on and around those boundaries, in JSON and in text.
+    const slice = 64 * 1024;
+    const tricky = fc.constantFrom('😀', '\ud800', '\udfff', '"', '\\', '\n', '\u0000', 'é', '\u2028', 'ab');
+    const segment = fc
+      .tuple(fc.integer({ min: -3, max: 3 }), tricky)
+      .map(([off, t]) => 'x'.repeat(slice + off - 1) + t);
+    const text = fc.array(segment, { minLength: 1, maxLength: 3 }).map((parts) => parts.join(''));
+    fc.assert(
+      fc.property(text, text, fc.constantFrom('json', 'text', 'json-small-first'), (a, b, shape) => {
+        const body =
+          shape === 'text'
+            ? a + b
+            : shape === 'json'
+              ? JSON.stringify({ z: a, a: [b, 1.5e3] })
+              : JSON.stringify({ k: 'v'.repeat(slice - 9), z: a, y: { b } });
+        const req = { ...input, body };
+        expect(requestFingerprint(req)).toBe(fingerprintWrittenWhole(req));
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  it('regression: a 30 MiB body is fingerprinted without being written out whole (hostile input: an approval of a large LLM call)', () => {
+    // Escaping and encoding the whole material at once cost 0.9 s of the event loop for a chat
+    // call carrying a 23 MiB image, at filing and again at redemption.
+    const image = Buffer.alloc(23 * 1024 * 1024, 7).toString('base64');
+    const body = JSON.stringify({ model: 'm', messages: [{ content: [{ image_url: { url: image } }] }] });
+    const req = { ...input, body, bodyIsJson: true };
+    const stringify = vi.spyOn(JSON, 'stringify');
+    const digest = requestFingerprint(req);
+    const longest = Math.max(0, ...stringify.mock.results.map((r) => (r.value as string).length));
+    stringify.mockRestore();
+    expect(longest).toBeLessThanOrEqual(2 * 64 * 1024 + 2);
+    expect(digest).toBe(fingerprintWrittenWhole(req));
   });
 });

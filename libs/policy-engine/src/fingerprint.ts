@@ -8,7 +8,7 @@
  * (JSON.parse would make them equal), and so are `1e400` and `null`. A body that is not JSON is
  * fingerprinted as its text, a body of bytes by their SHA-256.
  */
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 
 export interface FingerprintInput {
   method: string;
@@ -26,12 +26,25 @@ export interface FingerprintInput {
 const WS = new Set([0x20, 0x09, 0x0a, 0x0d]);
 const VALUE_END = new Set([0x2c, 0x5d, 0x7d, 0x20, 0x09, 0x0a, 0x0d]);
 const SURROGATE = /[\uD800-\uDFFF]/;
+/** Text is hashed this many UTF-16 code units at a time. */
+const HASH_SLICE = 64 * 1024;
 
 /**
- * Canonical JSON text of a valid JSON document, numbers kept as their lexemes. The caller has
- * parsed and bounded the text already (depth ≤ 64), so the recursion is shallow.
+ * A canonical text as a tree of its pieces. A large body's strings stay slices of the text the
+ * agent sent: the canonical form is hashed piece by piece, never copied into one string.
  */
-export function canonicalJsonText(text: string): string {
+type Canonical = string | PlainString | Canonical[];
+
+/** A string lexeme with no escape and no surrogate: `JSON.stringify` escapes its quotes only. */
+class PlainString {
+  constructor(readonly lexeme: string) {}
+}
+
+/**
+ * Canonical form of a valid JSON document, numbers kept as their lexemes. The caller has parsed
+ * and bounded the text already (depth ≤ 64), so the recursion is shallow.
+ */
+function canonicalJson(text: string): Canonical {
   let i = 0;
   const skipWs = () => {
     while (i < text.length && WS.has(text.charCodeAt(i))) i++;
@@ -51,19 +64,21 @@ export function canonicalJsonText(text: string): string {
     return text.slice(start, i);
   };
   /** The string at `i` as `JSON.stringify` writes it. */
-  const canonicalString = (): string => {
+  const canonicalString = (): Canonical => {
     const lexeme = scanString();
     // Without an escape or a surrogate, JSON.stringify writes the lexeme back unchanged (valid
     // JSON holds no raw control character): a 30 MiB image is not decoded and encoded again.
-    if (lexeme.indexOf('\\') === -1 && !SURROGATE.test(lexeme)) return lexeme;
+    if (lexeme.indexOf('\\') === -1 && !SURROGATE.test(lexeme)) {
+      return lexeme.length < HASH_SLICE ? lexeme : new PlainString(lexeme);
+    }
     return JSON.stringify(JSON.parse(lexeme) as string);
   };
-  const value = (): string => {
+  const value = (): Canonical => {
     skipWs();
     const c = text.charCodeAt(i);
     if (c === 0x7b /* { */) {
       i++;
-      const members: Array<[string, string]> = [];
+      const members: Array<[string, Canonical]> = [];
       skipWs();
       if (text.charCodeAt(i) === 0x7d) {
         i++;
@@ -79,22 +94,27 @@ export function canonicalJsonText(text: string): string {
         if (text.charCodeAt(i++) !== 0x2c) break; // ',' continues, '}' ends
       }
       members.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-      return `{${members.map(([k, v]) => `${JSON.stringify(k)}:${v}`).join(',')}}`;
+      const out: Canonical[] = [];
+      for (const [k, v] of members) out.push(out.length === 0 ? '{' : ',', JSON.stringify(k), ':', v);
+      out.push('}');
+      return out;
     }
     if (c === 0x5b /* [ */) {
       i++;
-      const items: string[] = [];
+      const out: Canonical[] = ['['];
       skipWs();
       if (text.charCodeAt(i) === 0x5d) {
         i++;
         return '[]';
       }
       for (;;) {
-        items.push(value());
+        out.push(value());
         skipWs();
         if (text.charCodeAt(i++) !== 0x2c) break;
+        out.push(',');
       }
-      return `[${items.join(',')}]`;
+      out.push(']');
+      return out;
     }
     if (c === 0x22) return canonicalString();
     // A number or a literal: its lexeme, exactly as written.
@@ -105,29 +125,113 @@ export function canonicalJsonText(text: string): string {
   return value();
 }
 
-function canonicalBody(body: string | Uint8Array | undefined, isJson: boolean): string {
-  if (body === undefined) return 'none';
-  if (body instanceof Uint8Array) return `bytes:${createHash('sha256').update(body).digest('hex')}`;
-  if (isJson) return `json:${canonicalJsonText(body)}`;
-  try {
-    JSON.parse(body);
-  } catch {
-    return `text:${body}`;
-  }
-  return `json:${canonicalJsonText(body)}`;
+function forEachPiece(canonical: Canonical, each: (piece: string | PlainString) => void): void {
+  if (Array.isArray(canonical)) for (const part of canonical) forEachPiece(part, each);
+  else each(canonical);
 }
 
+/** Canonical JSON text of a valid JSON document (see `canonicalJson`), as one string. */
+export function canonicalJsonText(text: string): string {
+  const pieces: string[] = [];
+  forEachPiece(canonicalJson(text), (piece) => pieces.push(typeof piece === 'string' ? piece : piece.lexeme));
+  return pieces.join('');
+}
+
+/**
+ * Feeds a hash the UTF-8 bytes of `JSON.stringify(text)` without its quotes, for a text given in
+ * pieces, a slice at a time. Hashing one 30 MiB string whole would first write it escaped and
+ * then encoded, each a fresh 30 MiB copy: hundreds of milliseconds of the event loop where
+ * touching new memory is slow. Escaping and encoding are per character, so slicing changes no
+ * byte, as long as no slice ends between the two halves of a surrogate pair.
+ */
+class EscapedTextHash {
+  private pending = '';
+  constructor(private readonly hash: Hash) {}
+
+  add(piece: string | PlainString): void {
+    if (piece instanceof PlainString) {
+      // Nothing inside its quotes needs escaping: it is hashed as it is, a slice at a time.
+      this.add('"');
+      this.flush();
+      const { lexeme } = piece;
+      for (let at = 1; at < lexeme.length - 1; at += HASH_SLICE) {
+        this.hash.update(lexeme.slice(at, Math.min(at + HASH_SLICE, lexeme.length - 1)));
+      }
+      return this.add('"');
+    }
+    if (piece.length < HASH_SLICE) {
+      this.pending += piece;
+      if (this.pending.length >= HASH_SLICE) this.flush();
+      return;
+    }
+    this.flush();
+    for (let at = 0; at < piece.length;) {
+      let end = Math.min(at + HASH_SLICE, piece.length);
+      if (isHighSurrogate(piece.charCodeAt(end - 1)) && isLowSurrogate(piece.charCodeAt(end))) end++;
+      this.write(piece.slice(at, end));
+      at = end;
+    }
+  }
+
+  flush(): void {
+    if (this.pending === '') return;
+    this.write(this.pending);
+    this.pending = '';
+  }
+
+  private write(text: string): void {
+    const escaped = JSON.stringify(text);
+    this.hash.update(escaped.slice(1, -1));
+  }
+}
+
+function isHighSurrogate(c: number): boolean {
+  return c >= 0xd800 && c <= 0xdbff;
+}
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff;
+}
+
+/** Feeds the body's canonical form, as the string `JSON.stringify` would write it unquoted. */
+function hashCanonicalBody(
+  out: EscapedTextHash,
+  body: string | Uint8Array | undefined,
+  isJson: boolean,
+): void {
+  if (body === undefined) return out.add('none');
+  if (body instanceof Uint8Array) return out.add(`bytes:${createHash('sha256').update(body).digest('hex')}`);
+  let json = isJson;
+  if (!json) {
+    try {
+      JSON.parse(body);
+      json = true;
+    } catch {
+      json = false;
+    }
+  }
+  if (!json) {
+    out.add('text:');
+    return out.add(body);
+  }
+  out.add('json:');
+  forEachPiece(canonicalJson(body), (piece) => out.add(piece));
+}
+
+/**
+ * SHA-256 of `JSON.stringify([version, METHOD, href, canonical body, requestFullFields, headers])`,
+ * the body written as `none`, `bytes:<sha256>`, `text:<text>` or `json:<canonical JSON>`. The
+ * material is hashed in parts, byte for byte the same as that one string.
+ */
 export function requestFingerprint(req: FingerprintInput): string {
   const headers = Object.keys(req.headers)
     .sort()
     .map((name) => [name, req.headers[name]!]);
-  const material = JSON.stringify([
-    'vlt-approval-fingerprint-v2',
-    req.method.toUpperCase(),
-    req.href,
-    canonicalBody(req.body, req.bodyIsJson === true),
-    req.requestFullFields,
-    headers,
-  ]);
-  return createHash('sha256').update(material).digest('hex');
+  const hash = createHash('sha256');
+  const head = JSON.stringify(['vlt-approval-fingerprint-v2', req.method.toUpperCase(), req.href]);
+  hash.update(`${head.slice(0, -1)},"`);
+  const body = new EscapedTextHash(hash);
+  hashCanonicalBody(body, req.body, req.bodyIsJson === true);
+  body.flush();
+  hash.update(`",${JSON.stringify(req.requestFullFields)},${JSON.stringify(headers)}]`);
+  return hash.digest('hex');
 }
