@@ -576,6 +576,28 @@ describe('step-up approvals', () => {
     expect(fx.mock.requests.length).toBe(before);
   });
 
+  it("a body over 256 KiB is kept as a preview: another plugin cannot replay it from the vault's record, the agent's own call with approvalId runs once", async () => {
+    const req = issue('a long report');
+    const large = { ...req, body: { fields: { ...req.body.fields, description: 'd'.repeat(300 * 1024) } } };
+    const paused = (await startPlugin(agentConfig(writer)).call('vault_execute', large)) as {
+      approvalRequestId: string;
+    };
+    const id = paused.approvalRequestId;
+    await adminSdk.approve(id);
+    // A plugin that did not file it (a restart) has only the vault's record, whose body is a preview.
+    const other = startPlugin(agentConfig(writer));
+    const before = fx.mock.requests.length;
+    const err = await failure(other.call('vault_await_approval', { approvalRequestId: id }));
+    expect(err).toBeInstanceOf(VaultApprovalError);
+    expect(err).toMatchObject({ code: 'APPROVAL_NOT_REPLAYABLE' });
+    expect(err.message).toContain('call again with exactly the same request and approvalId');
+    expect(fx.mock.requests.length).toBe(before);
+    // Still approved, not used: the agent's call with the whole body runs, once.
+    const run = await other.call('vault_execute', { ...large, approvalId: id });
+    expect(run).toMatchObject({ status: 201, body: { key: expect.stringMatching(/^VLT-\d+$/) } });
+    expect(fx.mock.requests.length).toBe(before + 1);
+  });
+
   it('vault_await_approval gives up at timeoutMs and the watcher keeps watching', async () => {
     const p = startPlugin(agentConfig(writer, { pollIntervalMs: 250 }));
     const paused = (await p.call('vault_execute', issue('left pending'))) as { approvalRequestId: string };

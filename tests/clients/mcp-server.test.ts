@@ -478,6 +478,38 @@ describe('streamable HTTP', () => {
     }
   });
 
+  it("an approval of a body over 256 KiB is not replayed from the vault's preview: the agent sends it again with approvalId, and it runs once", async () => {
+    const request = {
+      connectionId,
+      method: 'POST',
+      url: `${fx.mock.baseUrl}/rest/api/3/issue`,
+      body: {
+        fields: {
+          project: { key: 'OPS' },
+          summary: 'a long report',
+          description: 'd'.repeat(300 * 1024),
+          issuetype: { name: 'Task' },
+        },
+      },
+    };
+    const id = data(await stdio.call('vault_execute', request)).approvalRequestId as string;
+    await adminSdk.approve(id);
+    const before = fx.mock.requests.length;
+    const s = await server.connect(token, seen);
+    try {
+      const r = await s.call('vault_await_approval', { approvalRequestId: id });
+      expect(r.isError).toBe(true);
+      expect(JSON.stringify(r.content)).toContain('call vault_execute again with exactly the same request');
+      expect(fx.mock.requests.length).toBe(before);
+      const run = await s.call('vault_execute', { ...request, approvalId: id });
+      expect(run.isError).toBeFalsy();
+      expect(data(run)).toMatchObject({ status: 201 });
+      expect(fx.mock.requests.length).toBe(before + 1);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('without the token, or with a wrong one, answers 401 and runs no tool', async () => {
     await expect(server.connect(undefined, seen)).rejects.toThrow();
     await expect(server.connect(`${token.slice(0, -1)}x`, seen)).rejects.toThrow();

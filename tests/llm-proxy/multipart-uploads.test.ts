@@ -475,6 +475,77 @@ describe.each(SHAPES)('uploads through the LLM proxy (%s)', (shape) => {
     expect(rec!.bytes.toString('utf8')).toContain(image);
   });
 
+  // Regression: the approval carried the whole body to the control plane in one bus message,
+  // which NATS refuses over 1 MiB: a step-up on a chat call with an image answered 503 in the
+  // split shape. The approval keeps a bounded preview now (ADR 0099); the fingerprint still
+  // binds the whole body.
+  it('regression: a step-up on a chat call carrying a 3 MB image is filed (202, not 503); the reviewer sees its text and size; the replay runs once', async () => {
+    const b = await fx.bind('llm_b', {
+      rules: {
+        request: [
+          {
+            label: 'images need a human',
+            match: { urlPattern: '/v1/chat/completions$' },
+            action: 'require_approval',
+          },
+        ],
+      },
+    });
+    const image = `data:image/png;base64,${randomBytes(3_000_000).toString('base64')}`;
+    const params = {
+      model: 'gpt-4o',
+      messages: [
+        {
+          role: 'user' as const,
+          content: [
+            { type: 'text' as const, text: 'What is in this picture?' },
+            { type: 'image_url' as const, image_url: { url: image } },
+          ],
+        },
+      ],
+    };
+    const before = fx.mock.requests.length;
+    const { data, response } = await client(b.token).chat.completions.create(params).withResponse();
+    expect(response.status).toBe(202);
+    const paused = data as unknown as { approvalRequestId: string };
+    expect(fx.mock.since(before)).toEqual([]);
+
+    const { requestDetails } = expectStatus(
+      await http<{ approval: { requestDetails: Record<string, unknown> } }>(
+        'GET',
+        `${fx.gw.baseUrl}/v1/approvals/${paused.approvalRequestId}`,
+        { headers: fx.admin.headers },
+      ),
+      200,
+    ).body.approval;
+    expect(requestDetails).not.toHaveProperty('body');
+    const preview = requestDetails.bodyPreview as { bytes: number; shown: typeof params };
+    expect(preview.bytes).toBe(Buffer.byteLength(JSON.stringify(params)));
+    expect(preview.shown.model).toBe('gpt-4o');
+    const [text, picture] = preview.shown.messages[0]!.content as [unknown, { image_url: { url: string } }];
+    expect(text).toEqual({ type: 'text', text: 'What is in this picture?' });
+    expect(picture.image_url.url).toMatch(
+      /^data:image\/png;base64,[A-Za-z0-9+/]{1000,1024}… \[\d+ more characters\]$/,
+    );
+
+    await fx.approve(paused.approvalRequestId);
+    const replaying = client(b.token, { defaultHeaders: { 'x-vlt-approval-id': paused.approvalRequestId } });
+    // The preview is not the request: sent instead of the body, it does not match the approval.
+    const wrong = await replaying.chat.completions
+      .create({ ...params, messages: [{ role: 'user', content: [preview.shown.messages[0]!.content[1]!] }] })
+      .then(
+        () => null,
+        (err: unknown) => err,
+      );
+    expect(wrong).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    expect((wrong as Error).message).toContain('different request');
+    const done = await replaying.chat.completions.create(params);
+    expect(done.choices[0]!.message.content).toBe('Hello from the mock model.');
+    const seen = fx.mock.since(before);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.bytes.toString('utf8')).toContain(image);
+  });
+
   // Regression: Fastify's own 413 went out as the vault's `{error}` body, which the SDKs show
   // without the vault's message; JSON bodies over the limit (large base64 images) had it too.
   it('a body over the 32 MiB limit, upload or JSON, surfaces in the SDK as a 413 with the vault message, nothing sent', async () => {

@@ -111,8 +111,21 @@ export async function download(
   return { success: true, path: saved.path, filename: saved.filename, auditId: r.auditId };
 }
 
+/**
+ * A body over 256 KiB is kept by the vault as a preview only (`bodyPreview`): the request cannot
+ * be rebuilt from it, and sending the preview would not match the approval anyway.
+ */
+function refuseBodyPreview(approval: ApprovalView, again: string): void {
+  if (approval.requestDetails.bodyPreview === undefined) return;
+  throw new VaultApprovalError(
+    `approval ${approval.id} is approved, but the vault kept only a preview of the request's large body: ${again}`,
+    { code: 'APPROVAL_NOT_REPLAYABLE' },
+  );
+}
+
 /** The request an approval was filed for, rebuilt from what the vault recorded. */
 export function requestFromApproval(approval: ApprovalView): ExecuteRequest {
+  refuseBodyPreview(approval, 'call again with exactly the same request and approvalId set to this id');
   const d = approval.requestDetails;
   const headers =
     d.headers && typeof d.headers === 'object' ? (d.headers as Record<string, string>) : undefined;
@@ -149,6 +162,7 @@ export async function replayLlm(
   approval: ApprovalView,
   signal?: AbortSignal,
 ): Promise<LlmReplayResult> {
+  refuseBodyPreview(approval, `repeat the model call with the header ${APPROVAL_ID_HEADER}: ${approval.id}`);
   const d = approval.requestDetails;
   const m = LLM_URL.exec(String(d.url));
   if (!m) throw new VaultPluginError('vault', `approval ${approval.id} is not a model call`);

@@ -374,6 +374,8 @@ function approvedCall(ctx: VaultToolContext, approval: ApprovalView): PendingCal
   const d = parsed.data;
   // LLM proxy calls are replayed by the SDK that made them (header x-vlt-approval-id), not here.
   if (d.upstreamUrl !== undefined || d.url.startsWith('llm://')) return 'llm';
+  // A body over 256 KiB is kept as a preview only: the agent sends the request again itself.
+  if (approval.requestDetails.bodyPreview !== undefined) return undefined;
   return {
     kind: 'execute',
     request: {

@@ -27,6 +27,7 @@ export {
   evaluatePrepared,
   evaluateTokenVending,
   inspectedBody,
+  preparedBodySize,
   prepareExecution,
 } from './pipeline.js';
 export type {

@@ -220,6 +220,11 @@ export function inspectedBody(prepared: PreparedExecution): InspectedBody | unde
   return prepared.read.ok ? prepared.read.body.inspected : undefined;
 }
 
+/** The size in bytes of the body as it will be sent (as `maxPayloadSizeBytes` measures it). */
+export function preparedBodySize(prepared: PreparedExecution): number {
+  return prepared.read.ok ? prepared.read.body.size : 0;
+}
+
 export function evaluateExecution(
   req: ExecutionRequest,
   policy: PolicyRuntime,

@@ -10,7 +10,13 @@ export const ApprovalView = z.object({
   connectionId: z.uuid(),
   actor: z.string(),
   status: ApprovalStatus,
-  requestDetails: z.record(z.string(), z.unknown()),
+  requestDetails: z
+    .record(z.string(), z.unknown())
+    .describe(
+      'The request as it would run: method, url, headers, body, requestFullFields, context. A body ' +
+        'over 256 KiB is kept as bodyPreview ({ bytes, shown }) instead of body: the fingerprint ' +
+        'still binds the whole body, and the agent sends it again with its approval id.',
+    ),
   expiresAt: z.string(),
   createdAt: z.string(),
   decidedAt: z.string().nullable(),

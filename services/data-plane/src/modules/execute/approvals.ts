@@ -3,14 +3,14 @@
  * and redeeming one (exactly once, for exactly the request it was granted for). The control
  * plane owns approvals; both are request/reply calls that fail closed with 503.
  */
-import { createHash } from 'node:crypto';
 import { BusError } from '@vlt/bus';
 import { ApprovalCreateResponse, ApprovalRedeemResponse, type ExecuteModelB } from '@vlt/contracts';
-import { sanitizeRequestHeaders, type ExecutionDecision } from '@vlt/policy-engine';
+import { sanitizeRequestHeaders, type ExecutionDecision, type InspectedBody } from '@vlt/policy-engine';
 import { Errors, type AppError } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
 import type { Denial } from './recorder.js';
+import { reviewedBody, reviewedContext } from './review-copy.js';
 
 export interface ApprovalRequired {
   approvalRequired: true;
@@ -51,18 +51,14 @@ export interface ApprovalScope {
   policyId: string;
 }
 
-/** A body as reviewers read it: bytes by size and digest, never as a JSON array of numbers. */
-function reviewedBody(body: unknown): unknown {
-  if (!(body instanceof Uint8Array)) return body ?? null;
-  return { bytes: body.byteLength, sha256: createHash('sha256').update(body).digest('hex') };
-}
-
 /** Files an approval for a paused request; what the reviewer sees is what would be forwarded. */
 export async function fileApproval(
   deps: DataPlaneDeps,
   scope: ApprovalScope,
   req: ExecuteModelB,
   decision: Extract<ExecutionDecision, { outcome: 'require_approval' }>,
+  /** The body as the pipeline read it: how it is shown depends on its size (ADR 0099). */
+  read: { inspected: InspectedBody | undefined; size: number },
   shown: {
     presentedUrl?: string | undefined;
     presentedBody?: unknown;
@@ -92,9 +88,9 @@ export async function fileApproval(
           ? { url: presentedUrl, upstreamUrl: decision.href }
           : { url: decision.href, ...(decision.href !== req.url && { requestedUrl: req.url }) }),
         headers: headers.ok ? headers.headers : {},
-        body: presentedBody !== undefined ? presentedBody : reviewedBody(req.body),
+        ...(presentedBody !== undefined ? { body: presentedBody } : reviewedBody(req.body, read)),
         requestFullFields: req.requestFullFields ?? false,
-        ...(req.context && { context: req.context }),
+        ...(req.context && { context: reviewedContext(req.context) }),
       },
     },
     ApprovalCreateResponse,

@@ -16,6 +16,7 @@ import type { ConnectionDescriptor, ExecuteModelB } from '@vlt/contracts';
 import {
   evaluatePrepared,
   inspectedBody,
+  preparedBodySize,
   planResponse,
   prepareExecution,
   requestFingerprint,
@@ -217,14 +218,15 @@ interface RunContext extends ExecutionContext {
 async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   const { deps, agent, req, connection, found, recorder } = call;
   const policy = found.runtime;
-  const { decision, streamAsked } = await decide(call, ctx);
-  if (decision.outcome === 'require_approval') {
+  const decided = await decide(call, ctx);
+  if ('read' in decided) {
     await recorder.recorded;
     const filed = await fileApproval(
       deps,
       { agent, connectionId: connection.id, policyId: found.snapshot.policyId },
       req,
-      decision,
+      decided.decision,
+      decided.read,
       {
         presentedUrl: call.options.presentedUrl,
         presentedBody: call.options.presentedBody,
@@ -243,6 +245,7 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   }
   // The engine files every permission request that it does not deny; nothing else may run.
   if (call.options.permissionRequest) throw new Error('a permission request was not filed for approval');
+  const { decision, streamAsked } = decided;
 
   const target = decision.target;
   recorder.annotate({ path: target.path });
@@ -311,6 +314,14 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
   return respondBuffered(respond, started);
 }
 
+/** What `decide` settles on: run the request, or file an approval for it (with its body as read). */
+type Decided =
+  | { decision: Extract<ExecutionDecision, { outcome: 'allow' }>; streamAsked: boolean }
+  | {
+      decision: Extract<ExecutionDecision, { outcome: 'require_approval' }>;
+      read: { inspected: InspectedBody | undefined; size: number };
+    };
+
 /**
  * The policy engine's decision, with the I/O it asks for: DNS answers for the SSRF step, and
  * the approval redemption (consumed only when the request will then run). Every refusal is
@@ -318,15 +329,10 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
  * the body asks for a stream (`ExecuteOptions.streamWhen`).
  *
  * The request is read once, however often the pipeline is asked. What was read (a large
- * body's parsed value) is let go when this returns, before the body is sent.
+ * body's parsed value) is let go when this returns, before the body is sent; a request to file
+ * an approval keeps it for the approval's copy of the body (ADR 0099).
  */
-async function decide(
-  call: Call,
-  baseCtx: ExecutionContext,
-): Promise<{
-  decision: Extract<ExecutionDecision, { outcome: 'allow' | 'require_approval' }>;
-  streamAsked: boolean;
-}> {
+async function decide(call: Call, baseCtx: ExecutionContext): Promise<Decided> {
   const { deps, agent, req, connection, found, recorder } = call;
   const prepared = prepareExecution(
     {
@@ -375,7 +381,9 @@ async function decide(
   }
 
   if (decision.outcome === 'require_approval') {
-    if (!req.approvalId) return { decision, streamAsked: false };
+    if (!req.approvalId) {
+      return { decision, read: { inspected: inspectedBody(prepared), size: preparedBodySize(prepared) } };
+    }
     // Evaluate as if approved first: the approval is consumed only when the request will run.
     const approved = evaluatePrepared(prepared, {
       ...ctx,
