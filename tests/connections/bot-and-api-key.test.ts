@@ -210,6 +210,35 @@ describe.each(SHAPES)('bot-token and API-key connections (%s)', (shape) => {
       expect(rows.map((x) => x.auditId)).toContain((denied.body as unknown as { auditId: string }).auditId);
     });
 
+    it('a message held for a reviewer shows its chat and text as chatBotMetadata, never the bot token', async () => {
+      const held = await fx.newAgent();
+      await createPolicy(fx.admin, held.id, botConnectionId, {
+        allowedModels: ['B'],
+        defaultMode: 'read_write',
+        stepUpApproval: 'always',
+      });
+      const before = fx.mock.botCalls.length;
+      const r = await execute(fx.base, held.token, {
+        connectionId: botConnectionId,
+        method: 'POST',
+        url: `${fx.mock.url}/sendMessage`,
+        body: { chat_id: 42, text: 'the release is out' },
+      });
+      expect(r.status, r.text).toBe(202);
+      expect(fx.mock.botCalls.length).toBe(before);
+      const id = (r.body as unknown as { approvalRequestId: string }).approvalRequestId;
+      const shown = expectStatus(
+        await http<{ approval: { requestDetails: Record<string, unknown> } }>(
+          'GET',
+          `${fx.base}/v1/approvals/${id}`,
+          { headers: fx.admin.headers },
+        ),
+        200,
+      ).body.approval.requestDetails;
+      expect(shown.chatBotMetadata).toEqual({ chatId: '42', text: 'the release is out' });
+      expect(JSON.stringify(shown)).not.toContain(fx.mock.botToken);
+    });
+
     it('Model A on a bot connection is 400, even where the policy allows A', async () => {
       const r = await vendToken(fx.base, agent.token, { connectionId: botConnectionId });
       expect(r.status, r.text).toBe(400);

@@ -13,7 +13,8 @@ export const ApprovalView = z.object({
   requestDetails: z
     .record(z.string(), z.unknown())
     .describe(
-      'The request as it would run: method, url, headers, body, requestFullFields, context. A body ' +
+      'The request as it would run: method, url, headers, body, requestFullFields, context, and ' +
+        'emailMetadata, chatBotMetadata or teamChatMetadata for a message the vault reads. A body ' +
         'over 256 KiB is kept as bodyPreview ({ bytes, shown }) instead of body: the fingerprint ' +
         'still binds the whole body, and the agent sends it again with its approval id.',
     ),

@@ -10,6 +10,7 @@ import { Errors, type AppError } from '@vlt/service-kit';
 import type { DataPlaneDeps } from '../../deps.js';
 import type { AgentPrincipal } from '../../plugins/agent-auth.js';
 import type { Denial } from './recorder.js';
+import { providerMetadata } from './provider-metadata.js';
 import { reviewedBody, reviewedContext } from './review-copy.js';
 
 export interface ApprovalRequired {
@@ -59,6 +60,8 @@ export async function fileApproval(
   decision: Extract<ExecutionDecision, { outcome: 'require_approval' }>,
   /** The body as the pipeline read it: how it is shown depends on its size (ADR 0099). */
   read: { inspected: InspectedBody | undefined; size: number },
+  /** The connection's provider: its messages' recipients and text are shown apart. */
+  provider: string,
   shown: {
     presentedUrl?: string | undefined;
     presentedBody?: unknown;
@@ -67,6 +70,7 @@ export async function fileApproval(
 ): Promise<ApprovalRequired> {
   const { presentedUrl, presentedBody, actionDescription } = shown;
   const headers = sanitizeRequestHeaders(req.headers);
+  const metadata = await providerMetadata(provider, req.method.toUpperCase(), decision.href, read.inspected);
   const created = await ask(
     deps,
     deps.names.rpc.approvalsCreate,
@@ -91,6 +95,7 @@ export async function fileApproval(
         ...(presentedBody !== undefined ? { body: presentedBody } : reviewedBody(req.body, read)),
         requestFullFields: req.requestFullFields ?? false,
         ...(req.context && { context: reviewedContext(req.context) }),
+        ...metadata,
       },
     },
     ApprovalCreateResponse,

@@ -62,7 +62,7 @@ function writtenSize(body: unknown): number {
 }
 
 /** `text` up to `max` characters, a surrogate pair never split, with how much was cut off. */
-function cut(text: string, max: number): string {
+export function cut(text: string, max: number): string {
   if (text.length <= max) return text;
   let end = max;
   const last = text.charCodeAt(end - 1);

@@ -227,6 +227,7 @@ async function run(call: Call, ctx: RunContext): Promise<Outcome> {
       req,
       decided.decision,
       decided.read,
+      connection.provider,
       {
         presentedUrl: call.options.presentedUrl,
         presentedBody: call.options.presentedBody,
