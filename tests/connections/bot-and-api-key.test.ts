@@ -45,6 +45,14 @@ describe.each(SHAPES)('bot-token and API-key connections (%s)', (shape) => {
   });
 
   describe('chatbot_a', () => {
+    const sendMessage = (token: string, body: { chat_id: number; text: string }) =>
+      execute(fx.base, token, {
+        connectionId: botConnectionId,
+        method: 'POST',
+        url: `${fx.mock.url}/sendMessage`,
+        body,
+      });
+
     it('a wrong token is 400 after the provider refused it; nothing is stored, the token not echoed', async () => {
       const wrong = newBotToken();
       const before = fx.mock.botCalls.length;
@@ -184,21 +192,11 @@ describe.each(SHAPES)('bot-token and API-key connections (%s)', (shape) => {
       expect(wrong.status, wrong.text).toBe(400);
 
       const before = fx.mock.botCalls.length;
-      const denied = await execute(fx.base, agent.token, {
-        connectionId: botConnectionId,
-        method: 'POST',
-        url: `${fx.mock.url}/sendMessage`,
-        body: { chat_id: 99, text: 'elsewhere' },
-      });
+      const denied = await sendMessage(agent.token, { chat_id: 99, text: 'elsewhere' });
       expect(denied.status, denied.text).toBe(403);
       expect(fx.mock.botCalls.length).toBe(before);
 
-      const allowed = await execute(fx.base, agent.token, {
-        connectionId: botConnectionId,
-        method: 'POST',
-        url: `${fx.mock.url}/sendMessage`,
-        body: { chat_id: 42, text: 'here' },
-      });
+      const allowed = await sendMessage(agent.token, { chat_id: 42, text: 'here' });
       expect(allowed.status, allowed.text).toBe(200);
       expect(fx.mock.botCalls.slice(before).map((c) => c.body)).toEqual([{ chat_id: 42, text: 'here' }]);
       const rows = await pollAudit(
@@ -218,12 +216,7 @@ describe.each(SHAPES)('bot-token and API-key connections (%s)', (shape) => {
         stepUpApproval: 'always',
       });
       const before = fx.mock.botCalls.length;
-      const r = await execute(fx.base, held.token, {
-        connectionId: botConnectionId,
-        method: 'POST',
-        url: `${fx.mock.url}/sendMessage`,
-        body: { chat_id: 42, text: 'the release is out' },
-      });
+      const r = await sendMessage(held.token, { chat_id: 42, text: 'the release is out' });
       expect(r.status, r.text).toBe(202);
       expect(fx.mock.botCalls.length).toBe(before);
       const id = (r.body as unknown as { approvalRequestId: string }).approvalRequestId;
