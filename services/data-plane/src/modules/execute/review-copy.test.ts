@@ -79,6 +79,12 @@ describe('what an approval keeps of a body (ADR 0099)', () => {
     expect(more).toBe(`… [${100_000 - (items.length - 1)} more items]`);
     expect(items[0]).toEqual({ id: 0, note: 'n'.repeat(40) });
 
+    const empties = Array.from({ length: 100_000 }, () => []);
+    const hollow = (reviewedBody(empties, json(empties)) as { bodyPreview: { shown: unknown[] } }).bodyPreview
+      .shown;
+    expect(JSON.stringify(hollow).length).toBeLessThanOrEqual(REVIEW_PREVIEW_CHARS + 2 * REVIEW_STRING_CHARS);
+    expect(hollow.at(-1)).toBe(`… [${100_000 - (hollow.length - 1)} more items]`);
+
     const wide = Object.fromEntries(Array.from({ length: 25_000 }, (_, i) => [`key${i}`, 'v'.repeat(20)]));
     const shown = (reviewedBody(wide, json(wide)) as { bodyPreview: { shown: Record<string, unknown> } })
       .bodyPreview.shown;

@@ -93,6 +93,8 @@ function previewJson(value: unknown, budget: number): { value: unknown; complete
       left -= 8;
       return v;
     }
+    // A container's brackets count too: a body of 100,000 empty arrays is cut like any other.
+    left -= 2;
     if (Array.isArray(v)) {
       const out: unknown[] = [];
       for (let i = 0; i < v.length; i++) {
@@ -101,6 +103,7 @@ function previewJson(value: unknown, budget: number): { value: unknown; complete
           out.push(`… [${v.length - i} more items]`);
           break;
         }
+        left -= 1; // its comma
         out.push(walk(v[i]));
       }
       return out;
