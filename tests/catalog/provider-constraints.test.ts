@@ -3,6 +3,7 @@
  * (`chatbot_b`: channels, DM channels exempt) and the enterprise suite's team chats (`suite_b`:
  * chat ids from the URL). Each refusal is 403, audited at the provider-constraints step, and the
  * provider sees no request. (`chatbot_a` chat ids: tests/connections/bot-and-api-key.test.ts.)
+ * Also the enterprise suite's JSON batches, whose operations are judged one by one (ADR 0101).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -11,6 +12,7 @@ import {
   expectStatus,
   http,
   pollAudit,
+  putAllowlists,
   putProviderConstraints,
 } from '../support/api-client.js';
 import { connectOAuth, startConnectionsGateway, type ConnectionsGateway } from '../support/mock-providers.js';
@@ -137,6 +139,81 @@ describe.each(SHAPES)('provider constraints through real connections (%s)', (sha
       );
       expect(result.status, result.text).toBe(403);
       expect(calls).toBe(0);
+    });
+
+    describe('a $batch is judged operation by operation (ADR 0101)', () => {
+      let batchConnection: string;
+      beforeAll(async () => {
+        const { connection } = await connectOAuth(fx, { service: 'suite_b-mail', scopes: [] });
+        const { policy } = await createPolicy(fx.admin, agent.id, connection.id, RW);
+        expectStatus(
+          await putAllowlists(fx.admin, policy.id, [
+            { baseUrl: fx.mock.url, methods: ['POST'], pathPatterns: ['/v1.0/$batch'] },
+            { baseUrl: fx.mock.url, methods: ['GET', 'DELETE'], pathPatterns: ['/v1.0/me/messages/*'] },
+          ]),
+          200,
+        );
+        const rules = {
+          request: [{ label: 'mail is never deleted', match: { methods: ['DELETE'] }, action: 'deny' }],
+          response: [],
+        };
+        expectStatus(
+          await http('PUT', `${fx.base}/v1/policies/${policy.id}/rules`, {
+            headers: fx.admin.headers,
+            json: { rules },
+          }),
+          200,
+        );
+        batchConnection = connection.id;
+      });
+      const batch = (requests: unknown[]) =>
+        execute(fx.base, agent.token, {
+          connectionId: batchConnection,
+          method: 'POST',
+          url: `${fx.mock.url}/v1.0/$batch`,
+          body: { requests },
+        });
+
+      it('a batch of allowed reads reaches the provider as sent', async () => {
+        const requests = [{ id: '1', method: 'GET', url: '/me/messages/m1' }];
+        const { result, calls } = await providerCalls(() => batch(requests));
+        expect(result.status, result.text).toBe(200);
+        expect(calls).toBe(1);
+        expect(JSON.parse(fx.mock.apiRequests.at(-1)!.body)).toEqual({ requests });
+      });
+
+      it('regression: a denied DELETE inside an allowlisted batch is 403, audited with its operation, and never sent', async () => {
+        const { result, calls } = await providerCalls(() =>
+          batch([
+            { id: '1', method: 'GET', url: '/me/messages/m1' },
+            { id: 'del', method: 'DELETE', url: '/me/messages/m1' },
+          ]),
+        );
+        expect(result.status, result.text).toBe(403);
+        expect(result.text).toContain('batch request del: denied by a request rule');
+        expect(calls).toBe(0);
+        const auditId = (result.body as { auditId?: string }).auditId;
+        const rows = await pollAudit(fx.admin, { action: 'execution_denied', agentId: agent.id }, (e) =>
+          e.some((x) => x.auditId === auditId),
+        );
+        expect(rows.find((x) => x.auditId === auditId)?.metadata).toMatchObject({
+          step: 'request_rules',
+          code: 'rule_denied',
+          batchOperation: 'del',
+          rule: { label: 'mail is never deleted' },
+        });
+      });
+
+      it('regression: an operation outside the allowlist, or an absolute URL to another host, is 403 and never sent', async () => {
+        for (const op of [
+          { id: '1', method: 'PATCH', url: '/me/mailboxSettings', body: {} },
+          { id: '1', method: 'GET', url: 'https://attacker.example/v1.0/me/messages/m1' },
+        ]) {
+          const { result, calls } = await providerCalls(() => batch([op]));
+          expect(result.status, result.text).toBe(403);
+          expect(calls).toBe(0);
+        }
+      });
     });
 
     it('constraints naming another provider are refused (400)', async () => {

@@ -722,10 +722,10 @@ function suiteBRules(): RuleDef[] {
       id: 'suite_b.batch.deny',
       name: 'Batch requests are blocked',
       description:
-        'Blocks JSON batching ($batch): a batch carries many requests in one body, out of sight of path-based rules.',
+        'Blocks JSON batching ($batch): the vault judges each operation of a batch, but one blocked batch keeps every operation a request of its own, audited apart.',
       serviceIds: [],
       request: [
-        request('Batch requests are blocked (they hide each operation from the rules)', 'deny', {
+        request('Batch requests are blocked (each operation goes as a request of its own)', 'deny', {
           urlPattern: ci(`/${DOLLAR}batch${END}`),
         }),
       ],

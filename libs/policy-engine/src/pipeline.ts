@@ -14,14 +14,16 @@
 import type { AllowedModel, HttpMethod } from '@vlt/contracts';
 import { HttpMethod as HttpMethodSchema } from '@vlt/contracts';
 import { matchAllowlist } from './allowlist.js';
+import { isBatchRequest, readBatch, type BatchOperation, type BatchReading } from './batch.js';
 import type { PolicyRuntime } from './compile.js';
 import { fieldStepUpRefusal } from './contact-fields.js';
 import { requestFingerprint } from './fingerprint.js';
-import { checkProviderConstraints } from './provider-constraints.js';
+import { checkProviderConstraints, inboundFilterFor } from './provider-constraints.js';
 import type { InspectedBody } from './provider-constraints.js';
 import { prepareRequestBody, type PreparedBody } from './request-body.js';
 import { headerValue, sanitizeRequestHeaders } from './request-headers.js';
 import { evaluateRequestRules } from './request-rules.js';
+import { selectResponseRules } from './response-filter.js';
 import { blockedAddressReason } from './ssrf.js';
 import { decideAccess, type AccessDecision } from './step-up.js';
 import type { CanonicalTarget } from './url-canonicalizer.js';
@@ -84,6 +86,8 @@ export interface ExecutionAudit {
   code?: string;
   allowlistEntry?: number;
   rule?: { index: number; label: string; action: string };
+  /** The operation of a batch that decided (its `id`), when one did (ADR 0101). */
+  batchOperation?: string;
   stepUp?: string;
   approvalId?: string;
   dataSize: number;
@@ -188,6 +192,8 @@ export interface PreparedExecution {
         body: Extract<PreparedBody, { ok: true }>;
         /** Canonicalised now, judged at step 3 (so a malformed URL does not outrank steps 1 and 2). */
         target: ReturnType<typeof canonicalizeTarget>;
+        /** The operations a batch request carries, judged one by one (ADR 0101). */
+        batch: BatchReading;
       };
 }
 
@@ -200,7 +206,11 @@ export function prepareExecution(req: ExecutionRequest, policy: PolicyRuntime): 
   if (req.query !== undefined && !isStringRecord(req.query)) return fail('query must map names to strings');
   const headers = sanitizeRequestHeaders(req.headers);
   if (!headers.ok) return fail(headers.reason);
-  const body = prepareRequestBody(req.body, headerValue(headers.headers, 'content-type'), policy.readsBody);
+  const target = canonicalizeTarget(req.url, req.query);
+  const provider = policy.compiled.provider;
+  // A batch's operations are judged from its body, so it is read as strictly as a body rules read.
+  const strict = policy.readsBody || (target.ok && isBatchRequest(provider, target.matchPath));
+  const body = prepareRequestBody(req.body, headerValue(headers.headers, 'content-type'), strict);
   if (!body.ok) return fail(body.reason);
   return {
     policy,
@@ -210,7 +220,8 @@ export function prepareExecution(req: ExecutionRequest, policy: PolicyRuntime): 
       method: method as HttpMethod,
       headers: headers.headers,
       body,
-      target: canonicalizeTarget(req.url, req.query),
+      target,
+      batch: target.ok ? readBatch(provider, target, body.inspected) : { kind: 'not_a_batch' },
     },
   };
 }
@@ -277,6 +288,20 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
   const entry = matchAllowlist(policy.allowlists, method, target);
   if (!entry) return deny('allowlist', 'not_allowlisted', 'no allowlist entry matches this method and URL');
   audit.allowlistEntry = entry.index;
+  // Each operation of a batch must be allowed as a request of its own would be (ADR 0101).
+  const batch = read.batch;
+  if (batch.kind === 'refused') return deny('allowlist', 'batch_refused', batch.reason);
+  const operations = batch.kind === 'batch' ? batch.operations : [];
+  for (const op of operations) {
+    if (!matchAllowlist(policy.allowlists, op.method, op.target)) {
+      audit.batchOperation = op.id;
+      return deny(
+        'allowlist',
+        'not_allowlisted',
+        `batch request ${op.id}: no allowlist entry matches this method and URL`,
+      );
+    }
+  }
 
   // 4. SSRF: literal IPs are checked as they are; names need the caller's DNS answers.
   let addresses: string[];
@@ -307,13 +332,42 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
     body: body.inspected,
   });
   if (rule) audit.rule = { index: rule.index, label: rule.label, action: rule.action };
-  const policyAccess = decideAccess({
+  let policyAccess = decideAccess({
     method,
     ruleAction: rule ? rule.action : null,
     defaultMode: c.defaultMode,
     stepUpApproval: c.stepUpApproval,
     requestFullFields: req.requestFullFields === true,
   });
+  // A batch is as strict as its strictest operation: a denied one denies it, one that needs a
+  // reviewer holds the whole batch (the approval's fingerprint binds every operation).
+  let leftBehind: string | null = null;
+  for (const op of policyAccess.kind === 'deny' ? [] : operations) {
+    const opRule = evaluateRequestRules(policy.requestRules, {
+      method: op.method,
+      path: op.target.matchPath,
+      body: op.body,
+    });
+    const opAccess = decideAccess({
+      method: op.method,
+      ruleAction: opRule ? opRule.action : null,
+      defaultMode: c.defaultMode,
+      stepUpApproval: c.stepUpApproval,
+      requestFullFields: false,
+    });
+    const unguarded = opAccess.kind === 'deny' ? null : responseRulesLeftBehind(policy, target, method, op);
+    if (opAccess.kind === 'allow' && unguarded === null) continue;
+    if (opAccess.kind === 'approval' && policyAccess.kind === 'approval' && unguarded === null) continue;
+    audit.batchOperation = op.id;
+    if (opRule) audit.rule = { index: opRule.index, label: opRule.label, action: opRule.action };
+    if (unguarded !== null) {
+      leftBehind = `batch request ${op.id}: ${unguarded}`;
+      break;
+    }
+    policyAccess = { ...opAccess, reason: `batch request ${op.id}: ${opAccess.reason}` };
+    if (opAccess.kind === 'deny') break;
+  }
+  if (leftBehind !== null) return deny('request_rules', 'batch_response_rules', leftBehind);
   const access: AccessDecision =
     ctx.permissionRequest && policyAccess.kind === 'allow'
       ? { kind: 'approval', code: 'agent_request', reason: 'the agent asked for a decision before acting' }
@@ -407,6 +461,33 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
     fullFields: fullFields && approvalUsed,
     audit,
   };
+}
+
+/**
+ * Why a batch operation may not go through the batch: its answer comes back inside the batch's
+ * (`responses[i].body`), where the rules that guard its path would not hold. Field rules and
+ * the provider's inbound filters name paths in the operation's own answer, so they never carry
+ * over; a redaction reads every string, so it holds when it guards the batch's path too. Null
+ * when nothing would be left behind.
+ */
+function responseRulesLeftBehind(
+  policy: PolicyRuntime,
+  batchTarget: CanonicalTarget,
+  batchMethod: HttpMethod,
+  op: BatchOperation,
+): string | null {
+  const batchRoute = { method: batchMethod, path: batchTarget.matchPath };
+  const opRoute = { method: op.method, path: op.target.matchPath };
+  const guarding = new Set(selectResponseRules(policy.responseRules, batchRoute));
+  const missed = selectResponseRules(policy.responseRules, opRoute).some(
+    (r) => r.allowFields || r.denyFields || (r.detectors.length > 0 && !guarding.has(r)),
+  );
+  // An inbound filter drops listed items (chats, messages) of others from what a read returns.
+  const inbound =
+    op.method === 'GET' && inboundFilterFor(policy.providerConstraints, op.target.matchPath) !== null;
+  return missed || inbound
+    ? 'response rules apply to its path that cannot be applied to a batch answer; send it on its own'
+    : null;
 }
 
 export type TokenVendingDecision =

@@ -23,6 +23,7 @@
  */
 import type { ProviderConstraints } from '@vlt/contracts';
 import { isPlainObject } from './json-path.js';
+import { GRAPH_BATCH_PATH } from './batch.js';
 
 /** The request body as the pipeline sees it. */
 export type InspectedBody =
@@ -216,7 +217,7 @@ function checkSuiteB(
   if (body.kind === 'json') {
     collectSuiteBBody(body.value, ids);
     // A batch carries whole requests in its body; each sub-request is checked like a request.
-    if (/\/\$batch$/i.test(t.matchPath)) {
+    if (GRAPH_BATCH_PATH.test(t.matchPath)) {
       const requests = isPlainObject(body.value) ? body.value.requests : undefined;
       if (!Array.isArray(requests)) return { ok: false as const, reason: 'batch body cannot be inspected' };
       for (const r of requests) {
