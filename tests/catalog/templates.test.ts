@@ -43,7 +43,7 @@ import { connectOAuth, startConnectionsGateway, type ConnectionsGateway } from '
 // ---------------------------------------------------------------------------------------------
 // What the rules decide, through the engine
 
-type Outcome = 'allow' | 'deny' | 'require_approval';
+type Outcome = 'allow' | 'deny' | 'require_approval' | `deny:${string}`;
 /** method, path under the API URL, body (an object is JSON, a string is sent as text), outcome. */
 type Case = [string, string, unknown, Outcome];
 
@@ -160,9 +160,10 @@ const CAUGHT: Record<string, Case[]> = {
     ['POST', '/v1/people:batchDeleteContacts', { resourceNames: ['people/c1'] }, A],
     ['DELETE', '/v1/contactGroups/g1', undefined, A],
   ],
+  // The pipeline refuses a Google batch before any rule (ADR 0101); the guard is a second lock.
   'suite_a.batch_requests': [
-    ['POST', '/batch/gmail/v1', 'multipart', D],
-    ['POST', '/batch', 'multipart', D],
+    ['POST', '/batch/gmail/v1', 'multipart', 'deny:batch_refused'],
+    ['POST', '/batch', 'multipart', 'deny:batch_refused'],
   ],
 
   'suite_b.send_mail': [

@@ -529,7 +529,7 @@ function suiteARules(): RuleDef[] {
       id: 'suite_a.batch.deny',
       name: 'Batch requests are blocked',
       description:
-        'Blocks the batch endpoint: a batch carries many requests in one body, out of sight of path-based rules.',
+        'Blocks the batch endpoint: a batch carries many requests in one body, which the vault does not read one by one (it refuses Google batches in any case).',
       serviceIds: [],
       request: [
         request('Batch requests are blocked (they hide each operation from the rules)', 'deny', {

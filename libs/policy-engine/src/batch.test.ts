@@ -330,6 +330,45 @@ describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
     expect(d.outcome).toBe('bad_request');
   });
 
+  it('regression: a Google batch (suite_a) is refused, its operations unread, though the allowlist names it', () => {
+    const rt = runtime(
+      {
+        allowlists: [
+          {
+            baseUrl: 'https://gmail.googleapis.com',
+            methods: ['POST'],
+            pathPatterns: ['/batch/*', '/batch', '/corp-proxy/*'],
+          },
+        ],
+      },
+      { provider: 'suite_a', service: 'suite_a-mail' },
+    );
+    const body = [
+      '--b',
+      'Content-Type: application/http',
+      '',
+      'DELETE /gmail/v1/users/me/messages/m1',
+      '',
+      '--b--',
+      '',
+    ].join('\r\n');
+    // Also under the path of an API URL that goes through a proxy.
+    for (const path of ['/batch/gmail/v1', '/batch', '/corp-proxy/batch/gmail/v1']) {
+      const d = evaluateExecution(
+        {
+          method: 'POST',
+          url: `https://gmail.googleapis.com${path}`,
+          headers: { 'content-type': 'multipart/mixed; boundary=b' },
+          body,
+        },
+        rt,
+        ctx,
+      );
+      expect(outcome(d), path).toBe('deny:allowlist:batch_refused');
+      expect(reasonOf(d)).toContain('send each request on its own');
+    }
+  });
+
   it('leaves other providers’ paths named $batch alone', () => {
     const rt = runtime({
       allowlists: [{ baseUrl: 'https://api.example.com', methods: ['POST'], pathPatterns: ['/v1/$batch'] }],

@@ -7,7 +7,8 @@
  *
  * Strict, as the provider constraints are: an operation that cannot be read exactly as the
  * provider will read it (no method or url, an absolute url, a batch inside the batch, a header
- * the gateway refuses on a request of its own) refuses the whole batch.
+ * the gateway refuses on a request of its own) refuses the whole batch. So does a Google batch
+ * (`suite_a`), whose operations are HTTP requests in a multipart body this does not read.
  */
 import type { HttpMethod } from '@vlt/contracts';
 import { HttpMethod as HttpMethodSchema } from '@vlt/contracts';
@@ -21,6 +22,12 @@ import { canonicalizeTarget } from './url-canonicalizer.js';
  * path keeps `%24` as sent, and Graph may well decode it, so both spellings are a batch.
  */
 export const GRAPH_BATCH_PATH = /\/(?:\$|%24)batch$/i;
+
+/**
+ * Google's batch endpoints (`suite_a`): `/batch`, `/batch/gmail/v1`, `/batch/drive/v3`, also
+ * under the path of a connection's API URL. No API of the suite has a resource named `batch`.
+ */
+export const GOOGLE_BATCH_PATH = /\/batch(?:\/|$)/i;
 
 /** Graph's own limit on the requests of one batch. */
 export const MAX_BATCH_OPERATIONS = 20;
@@ -46,6 +53,7 @@ const isPlainObject = (v: unknown): v is Record<string, unknown> =>
 
 /** Whether a request to `matchPath` on a connection of `provider` is a batch. */
 export function isBatchRequest(provider: string, matchPath: string): boolean {
+  if (provider === 'suite_a') return GOOGLE_BATCH_PATH.test(matchPath);
   return provider === 'suite_b' && GRAPH_BATCH_PATH.test(matchPath);
 }
 
@@ -56,6 +64,9 @@ export function isBatchRequest(provider: string, matchPath: string): boolean {
 export function readBatch(provider: string, target: CanonicalTarget, body: InspectedBody): BatchReading {
   if (!isBatchRequest(provider, target.matchPath)) return { kind: 'not_a_batch' };
   const refuse = (reason: string): BatchReading => ({ kind: 'refused', reason });
+  if (provider === 'suite_a') {
+    return refuse('a Google batch is not judged operation by operation: send each request on its own');
+  }
   const requests = body.kind === 'json' && isPlainObject(body.value) ? body.value.requests : undefined;
   if (!Array.isArray(requests)) return refuse('a batch must be a JSON object with a requests array');
   if (requests.length > MAX_BATCH_OPERATIONS) {
