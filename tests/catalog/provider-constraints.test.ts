@@ -150,11 +150,19 @@ describe.each(SHAPES)('provider constraints through real connections (%s)', (sha
           await putAllowlists(fx.admin, policy.id, [
             { baseUrl: fx.mock.url, methods: ['POST'], pathPatterns: ['/v1.0/$batch'] },
             { baseUrl: fx.mock.url, methods: ['GET', 'DELETE'], pathPatterns: ['/v1.0/me/messages/*'] },
+            { baseUrl: fx.mock.url, methods: ['POST'], pathPatterns: ['/v1.0/me/sendMail'] },
           ]),
           200,
         );
         const rules = {
-          request: [{ label: 'mail is never deleted', match: { methods: ['DELETE'] }, action: 'deny' }],
+          request: [
+            { label: 'mail is never deleted', match: { methods: ['DELETE'] }, action: 'deny' },
+            {
+              label: 'sending needs a human',
+              match: { methods: ['POST'], urlPattern: '/me/sendMail$' },
+              action: 'require_approval',
+            },
+          ],
           response: [],
         };
         expectStatus(
@@ -202,6 +210,32 @@ describe.each(SHAPES)('provider constraints through real connections (%s)', (sha
           batchOperation: 'del',
           rule: { label: 'mail is never deleted' },
         });
+      });
+
+      it('a sendMail inside a batch is held for a reviewer, who sees its recipients; nothing is sent meanwhile', async () => {
+        const send = {
+          id: 'mail',
+          method: 'POST',
+          url: '/me/sendMail',
+          body: {
+            message: { subject: 'Offer', toRecipients: [{ emailAddress: { address: 'x@example.com' } }] },
+          },
+        };
+        const { result, calls } = await providerCalls(() =>
+          batch([{ id: '1', method: 'GET', url: '/me/messages/m1' }, send]),
+        );
+        expect(result.status, result.text).toBe(202);
+        expect(calls).toBe(0);
+        const id = (result.body as unknown as { approvalRequestId: string }).approvalRequestId;
+        const details = expectStatus(
+          await http<{ approval: { requestDetails: Record<string, unknown> } }>(
+            'GET',
+            `${fx.base}/v1/approvals/${id}`,
+            { headers: fx.admin.headers },
+          ),
+          200,
+        ).body.approval.requestDetails;
+        expect(details.emailMetadata).toEqual({ to: ['x@example.com'], cc: [], bcc: [], subject: 'Offer' });
       });
 
       it('regression: an operation outside the allowlist, or an absolute URL to another host, is 403 and never sent', async () => {

@@ -51,6 +51,8 @@ export { canonicalizeTarget } from './url-canonicalizer.js';
 export type { CanonicalTarget, CanonicalizeFailure, HostKind } from './url-canonicalizer.js';
 
 export { matchAllowlist } from './allowlist.js';
+export { readBatch } from './batch.js';
+export type { BatchOperation, BatchReading } from './batch.js';
 export { isBlockedAddress, blockedAddressReason, validateCidrList } from './ssrf.js';
 export { requestFingerprint } from './fingerprint.js';
 export type { FingerprintInput } from './fingerprint.js';

@@ -70,7 +70,13 @@ export async function fileApproval(
 ): Promise<ApprovalRequired> {
   const { presentedUrl, presentedBody, actionDescription } = shown;
   const headers = sanitizeRequestHeaders(req.headers);
-  const metadata = await providerMetadata(provider, req.method.toUpperCase(), decision.href, read.inspected);
+  const metadata = await providerMetadata(
+    provider,
+    req.method.toUpperCase(),
+    decision.href,
+    read.inspected,
+    decision.audit.batchOperation,
+  );
   const created = await ask(
     deps,
     deps.names.rpc.approvalsCreate,

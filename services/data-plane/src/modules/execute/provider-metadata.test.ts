@@ -69,6 +69,28 @@ describe('emailMetadata', () => {
     ).toEqual({ emailMetadata: { to: ['d@example.com'], cc: [], bcc: [], subject: null } });
   });
 
+  it('reads the operation of a $batch that needs the reviewer, else the first that has metadata', async () => {
+    const send = (id: string, to: string) => ({
+      id,
+      method: 'POST',
+      url: '/me/sendMail',
+      body: { message: { subject: id, toRecipients: [{ emailAddress: { address: to } }] } },
+    });
+    const batch = json({
+      requests: [
+        { id: 'r', method: 'GET', url: '/me/messages' },
+        send('s1', 'a@example.com'),
+        send('s2', 'b@example.com'),
+      ],
+    });
+    const url = 'https://graph.microsoft.com/v1.0/$batch';
+    const mail = (to: string, subject: string) => ({ emailMetadata: { to: [to], cc: [], bcc: [], subject } });
+    expect(await providerMetadata('suite_b', 'POST', url, batch, 's2')).toEqual(mail('b@example.com', 's2'));
+    expect(await providerMetadata('suite_b', 'POST', url, batch)).toEqual(mail('a@example.com', 's1'));
+    // A batch the pipeline would refuse has none.
+    expect(await providerMetadata('suite_b', 'POST', url, json({ requests: 'x' }))).toEqual({});
+  });
+
   it('lists at most 100 recipients per field and counts the rest', async () => {
     const to = Array.from({ length: 150 }, (_, i) => ({ emailAddress: { address: `r${i}@example.com` } }));
     const out = await providerMetadata(

@@ -10,7 +10,7 @@
  * MAX_MIME_HEADER_BYTES; lists and strings are cut as the approval's preview cuts them.
  */
 import PostalMime, { type Address } from 'postal-mime';
-import type { InspectedBody } from '@vlt/policy-engine';
+import { canonicalizeTarget, readBatch, type InspectedBody } from '@vlt/policy-engine';
 import { cut, REVIEW_STRING_CHARS } from './review-copy.js';
 
 /** The most of a MIME message read to find its header block. */
@@ -57,14 +57,28 @@ const TEAMS_CHAT = /\/chats\/([^/]+)\/messages$/;
 
 /**
  * The metadata of a request to `provider`, sent to `href` with `body` (as the pipeline read it),
- * or nothing when the request is not a message this recognises.
+ * or nothing when the request is not a message this recognises. For a batch, the metadata of
+ * its operation `batchOperation` (the one that needs the reviewer, ADR 0101), or of its first
+ * operation that has some.
  */
 export async function providerMetadata(
   provider: string,
   method: string,
   href: string,
   body: InspectedBody | undefined,
+  batchOperation?: string,
 ): Promise<ProviderMetadata> {
+  const target = canonicalizeTarget(href);
+  const batch = target.ok && body ? readBatch(provider, target, body) : null;
+  if (batch?.kind === 'batch') {
+    const ops = batch.operations;
+    const first = (op: { id: string }) => (op.id === batchOperation ? 0 : 1);
+    for (const op of [...ops].sort((a, b) => first(a) - first(b))) {
+      const found = await providerMetadata(provider, op.method, op.target.href, op.body);
+      if (Object.keys(found).length > 0) return found;
+    }
+    return {};
+  }
   // Reads carry no message; Telegram alone also sends with GET and its query (below).
   const write = method !== 'GET' && method !== 'DELETE';
   let url: URL;
