@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  approvalDetails,
   createPolicy,
   execute,
   expectStatus,
@@ -227,14 +228,7 @@ describe.each(SHAPES)('provider constraints through real connections (%s)', (sha
         expect(result.status, result.text).toBe(202);
         expect(calls).toBe(0);
         const id = (result.body as unknown as { approvalRequestId: string }).approvalRequestId;
-        const details = expectStatus(
-          await http<{ approval: { requestDetails: Record<string, unknown> } }>(
-            'GET',
-            `${fx.base}/v1/approvals/${id}`,
-            { headers: fx.admin.headers },
-          ),
-          200,
-        ).body.approval.requestDetails;
+        const details = await approvalDetails(fx.admin, id);
         expect(details.emailMetadata).toEqual({ to: ['x@example.com'], cc: [], bcc: [], subject: 'Offer' });
       });
 

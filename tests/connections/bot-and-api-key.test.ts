@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultAllowlistFor, serviceSpec } from '@vlt/contracts';
 import {
   apiKeyConnectionRequest,
+  approvalDetails,
   auditExportText,
   botTokenConnectionRequest,
   createPolicy,
@@ -220,14 +221,7 @@ describe.each(SHAPES)('bot-token and API-key connections (%s)', (shape) => {
       expect(r.status, r.text).toBe(202);
       expect(fx.mock.botCalls.length).toBe(before);
       const id = (r.body as unknown as { approvalRequestId: string }).approvalRequestId;
-      const shown = expectStatus(
-        await http<{ approval: { requestDetails: Record<string, unknown> } }>(
-          'GET',
-          `${fx.base}/v1/approvals/${id}`,
-          { headers: fx.admin.headers },
-        ),
-        200,
-      ).body.approval.requestDetails;
+      const shown = await approvalDetails(fx.admin, id);
       expect(shown.chatBotMetadata).toEqual({ chatId: '42', text: 'the release is out' });
       expect(JSON.stringify(shown)).not.toContain(fx.mock.botToken);
     });

@@ -342,6 +342,16 @@ export function putAllowlists(admin: Admin, policyId: string, allowlists: Allowl
   );
 }
 
+/** What a reviewer is shown of an approval request: its `requestDetails`. */
+export async function approvalDetails(admin: Admin, approvalId: string): Promise<Record<string, unknown>> {
+  const r = await http<{ approval: { requestDetails: Record<string, unknown> } }>(
+    'GET',
+    `${admin.base}/v1/approvals/${approvalId}`,
+    { headers: admin.headers },
+  );
+  return expectStatus(r, 200).body.approval.requestDetails;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Execution
 

@@ -36,6 +36,24 @@ function batch(requests: unknown[], url = BATCH): ExecutionRequest {
 }
 
 const read = (id: string, url = '/me/messages') => ({ id, method: 'GET', url });
+const rule = (label: string, match: Record<string, unknown>, action: 'deny' | 'require_approval') => ({
+  label,
+  match,
+  action,
+});
+/** Any Graph path allowed, to chat 19:ok@thread.v2 only. */
+const chatConstrained = () =>
+  graphPolicy({
+    allowlists: [{ baseUrl: GRAPH, methods: ['GET', 'POST'], pathPatterns: ['/*'] }],
+    providerConstraints: {
+      provider: 'suite_b',
+      allowedTenantIds: [],
+      allowedChatIds: ['19:ok@thread.v2'],
+      allowedChannelIds: [],
+    },
+  });
+/** The Graph policy with these request rules. */
+const withRules = (...request: unknown[]) => graphPolicy({ rules: { request } });
 
 function outcome(d: ExecutionDecision): string {
   if (d.outcome === 'deny') return `deny:${d.step}:${d.code}`;
@@ -71,17 +89,7 @@ describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
   });
 
   it('regression: a request rule denying an operation denies the batch that carries it', () => {
-    const rt = graphPolicy({
-      rules: {
-        request: [
-          {
-            label: 'no deletes',
-            match: { methods: ['DELETE'], urlPattern: '/me/messages/' },
-            action: 'deny',
-          },
-        ],
-      },
-    });
+    const rt = withRules(rule('no deletes', { methods: ['DELETE'], urlPattern: '/me/messages/' }, 'deny'));
     expect(
       outcome(evaluateExecution({ method: 'DELETE', url: `${GRAPH}/v1.0/me/messages/m1` }, rt, ctx)),
     ).toBe('deny:request_rules:rule_denied');
@@ -96,17 +104,9 @@ describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
   });
 
   it('regression: a rule that requires approval for an operation holds the whole batch, bound to every operation', () => {
-    const rt = graphPolicy({
-      rules: {
-        request: [
-          {
-            label: 'sending needs a human',
-            match: { methods: ['POST'], urlPattern: '/me/sendMail$' },
-            action: 'require_approval',
-          },
-        ],
-      },
-    });
+    const rt = withRules(
+      rule('sending needs a human', { methods: ['POST'], urlPattern: '/me/sendMail$' }, 'require_approval'),
+    );
     const send = {
       id: 's',
       method: 'POST',
@@ -134,18 +134,10 @@ describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
   });
 
   it('a deny after an approval still denies; the approval is no way around it', () => {
-    const rt = graphPolicy({
-      rules: {
-        request: [
-          {
-            label: 'ask',
-            match: { methods: ['POST'], urlPattern: '/me/sendMail$' },
-            action: 'require_approval',
-          },
-          { label: 'never delete', match: { methods: ['DELETE'] }, action: 'deny' },
-        ],
-      },
-    });
+    const rt = withRules(
+      rule('ask', { methods: ['POST'], urlPattern: '/me/sendMail$' }, 'require_approval'),
+      rule('never delete', { methods: ['DELETE'] }, 'deny'),
+    );
     const d = evaluateExecution(
       batch([
         { id: 'a', method: 'POST', url: '/me/sendMail', body: {} },
@@ -159,25 +151,12 @@ describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
   });
 
   it('a body matcher reads the operation’s own body', () => {
-    const rt = graphPolicy({
-      rules: {
-        request: [
-          {
-            label: 'no outside recipients',
-            match: {
-              body: [
-                {
-                  path: 'message.toRecipients.*.emailAddress.address',
-                  op: 'matches',
-                  value: '@outside\\.example$',
-                },
-              ],
-            },
-            action: 'deny',
-          },
-        ],
-      },
-    });
+    const outside = {
+      path: 'message.toRecipients.*.emailAddress.address',
+      op: 'matches',
+      value: '@outside\\.example$',
+    };
+    const rt = withRules(rule('no outside recipients', { body: [outside] }, 'deny'));
     const send = (address: string) => ({
       id: '1',
       method: 'POST',
@@ -220,15 +199,7 @@ describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
   });
 
   it('an operation whose answer the provider constraints filter is refused too', () => {
-    const rt = graphPolicy({
-      allowlists: [{ baseUrl: GRAPH, methods: ['GET', 'POST'], pathPatterns: ['/*'] }],
-      providerConstraints: {
-        provider: 'suite_b',
-        allowedTenantIds: [],
-        allowedChatIds: ['19:ok@thread.v2'],
-        allowedChannelIds: [],
-      },
-    });
+    const rt = chatConstrained();
     expect(outcome(evaluateExecution({ method: 'GET', url: `${GRAPH}/v1.0/me/chats` }, rt, ctx))).toBe(
       'allow',
     );
@@ -247,15 +218,7 @@ describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
   });
 
   it('regression: the provider constraints read the operations of a %24batch too', () => {
-    const rt = graphPolicy({
-      allowlists: [{ baseUrl: GRAPH, methods: ['GET', 'POST'], pathPatterns: ['/*'] }],
-      providerConstraints: {
-        provider: 'suite_b',
-        allowedTenantIds: [],
-        allowedChatIds: ['19:ok@thread.v2'],
-        allowedChannelIds: [],
-      },
-    });
+    const rt = chatConstrained();
     const post = (chat: string) => ({ id: '1', method: 'POST', url: `/chats/${chat}/messages`, body: {} });
     expect(
       outcome(evaluateExecution(batch([post('19:ok@thread.v2')], `${GRAPH}/v1.0/%24batch`), rt, ctx)),
