@@ -279,6 +279,20 @@ describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
     expect(reasonOf(d)).toContain(reason);
   });
 
+  it('names an operation whose id could not be stored by its position, never by the id', () => {
+    for (const id of ['a\u0000b', '\ud800', 'x'.repeat(65), 'two words', 7]) {
+      const d = evaluateExecution(
+        batch([read('1'), { id, method: 'PATCH', url: '/me/x', body: {} }]),
+        graphPolicy(),
+        ctx,
+      );
+      expect(reasonOf(d), JSON.stringify(id)).toBe(
+        'batch request #2: no allowlist entry matches this method and URL',
+      );
+      if (d.outcome === 'deny') expect(d.audit.batchOperation).toBe('#2');
+    }
+  });
+
   it('refuses a batch body a lenient parser would read otherwise (400), though no rule reads bodies', () => {
     const d = evaluateExecution(
       {

@@ -47,6 +47,8 @@ export type BatchReading =
 
 const METHODS: ReadonlySet<string> = new Set(HttpMethodSchema.options);
 const SCHEME = /^[a-z][a-z0-9+.-]*:/i;
+/** An `id` shown in reasons and audit rows as it is; any other is named by its position. */
+const SHOWN_ID = /^[\x21-\x7e]{1,64}$/;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -77,7 +79,8 @@ export function readBatch(provider: string, target: CanonicalTarget, body: Inspe
   const operations: BatchOperation[] = [];
   for (const [index, r] of requests.entries()) {
     if (!isPlainObject(r)) return refuse(`batch request ${index + 1} is not an object`);
-    const id = typeof r.id === 'string' && r.id !== '' ? r.id.slice(0, 64) : `#${index + 1}`;
+    // Never a NUL or a lone surrogate into a reason: the audit row that stores it would fail.
+    const id = typeof r.id === 'string' && SHOWN_ID.test(r.id) ? r.id : `#${index + 1}`;
     const fail = (why: string) => refuse(`batch request ${id}: ${why}`);
     const method = typeof r.method === 'string' ? r.method.toUpperCase() : '';
     if (!METHODS.has(method)) return fail('method must be one of GET, POST, PUT, DELETE, PATCH');
