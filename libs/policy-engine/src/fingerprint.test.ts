@@ -354,6 +354,43 @@ describe('requestFingerprint, hashed a slice at a time', () => {
     );
   });
 
+  it('is the digest of its material written whole, for documents of many short strings, keys and values of every kind', () => {
+    // Each piece is escaped on its own now; a piece that needs no escaping is not escaped at all.
+    const unit = fc.string({ unit: 'binary', maxLength: 12 });
+    const leaf = fc.oneof(
+      unit,
+      fc.integer(),
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.boolean(),
+    );
+    const doc = fc.dictionary(
+      unit,
+      fc.oneof(leaf, fc.array(leaf, { maxLength: 4 }), fc.dictionary(unit, leaf)),
+    );
+    fc.assert(
+      fc.property(doc, fc.constantFrom('', ' ', '\n\t'), (value, ws) => {
+        const body = JSON.stringify(value, null, ws);
+        const req = { ...input, body };
+        expect(requestFingerprint(req)).toBe(fingerprintWrittenWhole(req));
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('regression: a body of 10,000 plain strings is not escaped again once joined (hostile input: a mail to 10,000 recipients held for approval)', () => {
+    // Joining the pieces and escaping each 64 Ki slice again cost 60 ms of the event loop for
+    // 8 MiB of short strings (ADR 0101); such strings need only their quotes escaped.
+    const address = `${'x'.repeat(800)}@corp.example`;
+    const to = Array.from({ length: 10_000 }, () => ({ emailAddress: { address } }));
+    const req = { ...input, body: JSON.stringify({ message: { toRecipients: to } }), bodyIsJson: true };
+    const stringify = vi.spyOn(JSON, 'stringify');
+    const digest = requestFingerprint(req);
+    const escaped = stringify.mock.calls.reduce((n, [v]) => n + (typeof v === 'string' ? v.length : 0), 0);
+    stringify.mockRestore();
+    expect(escaped).toBeLessThan(1024);
+    expect(digest).toBe(fingerprintWrittenWhole(req));
+  });
+
   it('regression: a 30 MiB body is fingerprinted without being written out whole (hostile input: an approval of a large LLM call)', () => {
     // Escaping and encoding the whole material at once cost 0.9 s of the event loop for a chat
     // call carrying a 23 MiB image, at filing and again at redemption.
