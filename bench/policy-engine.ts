@@ -218,6 +218,77 @@ console.log(
   `  baseline (new URL + JSON round trip): ${fmt(baselineNs / 1000)} µs → decision = ${fmt(mean / (baselineNs / 1000), 1)}× baseline\n`,
 );
 
+// ------------------------------------------------------------------------ Graph batches
+
+// A batch's operations are each judged as a request of its own (ADR 0101): the cost should be
+// the operations' cost, no more, and a batch at the body limits must stay far from a stall.
+const graph = 'https://graph.microsoft.com';
+const graphRuntime = hydratePolicy(
+  compilePolicy(
+    {
+      ...policy,
+      allowlists: [{ baseUrl: graph, methods: ['GET', 'POST'], pathPatterns: ['/v1.0/*'] }],
+      timeWindows: [],
+      rules: {
+        request: [
+          { label: 'never delete', match: { methods: ['DELETE'] }, action: 'deny' },
+          {
+            label: 'no outside recipients',
+            match: {
+              body: [
+                { path: 'message.toRecipients.*.emailAddress.address', op: 'matches', value: '@outside\\.' },
+              ],
+            },
+            action: 'deny',
+          },
+        ],
+        response: [{ label: 'pii', match: {}, filter: { redact: [{ type: 'email' }] } }],
+      },
+    },
+    { provider: 'suite_b', service: 'suite_b-mail' },
+  ),
+);
+const sendMail = (to: number, address = 'ann@corp.example') => ({
+  message: {
+    subject: 'Weekly report',
+    toRecipients: Array.from({ length: to }, () => ({ emailAddress: { address } })),
+  },
+});
+const single: ExecutionRequest = { method: 'POST', url: `${graph}/v1.0/me/sendMail`, body: sendMail(2) };
+const batchOf = (n: number, to: number, address?: string): ExecutionRequest => ({
+  method: 'POST',
+  url: `${graph}/v1.0/$batch`,
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({
+    requests: Array.from({ length: n }, (_, i) => ({
+      id: String(i + 1),
+      method: 'POST',
+      url: '/me/sendMail',
+      body: sendMail(to, address),
+    })),
+  }),
+});
+const singleNs = nsPerCall(() => evaluateExecution(single, graphRuntime, ctx));
+const batch20 = batchOf(20, 2);
+const batchNs = nsPerCall(() => evaluateExecution(batch20, graphRuntime, ctx));
+console.log('Graph batches (ADR 0101), decision cost:');
+console.log(`  one sendMail                 ${fmt(singleNs / 1000).padStart(7)} µs`);
+console.log(
+  `  a batch of 20 sendMail       ${fmt(batchNs / 1000).padStart(7)} µs → ${fmt(batchNs / singleNs / 20, 2)}× the single call's cost per operation`,
+);
+// At the request limits: 20 operations of 500 recipients each, 7.9 MiB of JSON.
+const hostile = batchOf(20, 500, `${'x'.repeat(800)}@corp.example`);
+const stalls: number[] = [];
+for (let i = 0; i < 5; i++) {
+  const t = performance.now();
+  evaluateExecution(hostile, graphRuntime, ctx);
+  stalls.push(performance.now() - t);
+}
+const bytes = (hostile.body as string).length;
+console.log(
+  `  a batch at the limits (${fmt(bytes / 1048576, 1)} MiB, 20 × 500 recipients): ${fmt(Math.min(...stalls), 1)}–${fmt(Math.max(...stalls), 1)} ms (${evaluateExecution(hostile, graphRuntime, ctx).outcome}); stall target ≤ 50 ms: ${check(Math.max(...stalls) <= 50)}\n`,
+);
+
 // ------------------------------------------------------------------------ streaming filters
 
 const route = { method: 'POST', path: '/v1/chat/completions' };
