@@ -103,6 +103,16 @@ function classes(creds: { apiToken: string }): InputClass[] {
       body: JSON.stringify({ fields: { summary: 'é'.repeat(4_500_000) } }),
     },
     {
+      // A mail to 10,000 recipients: every string short, each key and value a piece of its own.
+      name: 'request: 8 MiB of 10,000 short strings, held for approval',
+      binding: 'approval',
+      body: JSON.stringify({
+        fields: {
+          to: Array.from({ length: 10_000 }, () => ({ address: `${'x'.repeat(800)}@corp.example` })),
+        },
+      }),
+    },
+    {
       name: 'request: 8,192-character URL, 2,000 segments',
       binding: 'rules',
       method: 'GET',
