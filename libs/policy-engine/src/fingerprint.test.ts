@@ -379,7 +379,7 @@ describe('requestFingerprint, hashed a slice at a time', () => {
 
   it('regression: a body of 10,000 plain strings is not escaped again once joined (hostile input: a mail to 10,000 recipients held for approval)', () => {
     // Joining the pieces and escaping each 64 Ki slice again cost 60 ms of the event loop for
-    // 8 MiB of short strings (ADR 0101); such strings need only their quotes escaped.
+    // 8 MiB of short strings (ADR 0099, amended); such strings need only their quotes escaped.
     const address = `${'x'.repeat(800)}@corp.example`;
     const to = Array.from({ length: 10_000 }, () => ({ emailAddress: { address } }));
     const req = { ...input, body: JSON.stringify({ message: { toRecipients: to } }), bodyIsJson: true };
