@@ -83,7 +83,7 @@ function canonicalJson(text: string): Canonical {
     const c = text.charCodeAt(i);
     if (c === 0x7b /* { */) {
       i++;
-      // Each member: its key (for sorting) and the key as JSON.stringify writes it.
+      // Each member: its key (to sort by), the key as JSON.stringify writes it, and its value.
       const members: Array<[string, Canonical, Canonical]> = [];
       skipWs();
       if (text.charCodeAt(i) === 0x7d) {
