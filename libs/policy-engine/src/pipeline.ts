@@ -23,7 +23,7 @@ import type { InspectedBody } from './provider-constraints.js';
 import { prepareRequestBody, type PreparedBody } from './request-body.js';
 import { headerValue, sanitizeRequestHeaders } from './request-headers.js';
 import { evaluateRequestRules } from './request-rules.js';
-import { selectResponseRules } from './response-filter.js';
+import { selectResponseRules, type RuntimeResponseRule } from './response-filter.js';
 import { blockedAddressReason } from './ssrf.js';
 import { decideAccess, type AccessDecision } from './step-up.js';
 import type { CanonicalTarget } from './url-canonicalizer.js';
@@ -138,6 +138,7 @@ export type ExecutionDecision =
   | { outcome: 'bad_request'; status: 400; reason: string };
 
 const METHODS: ReadonlySet<string> = new Set(HttpMethodSchema.options);
+const NO_RULES: ReadonlySet<RuntimeResponseRule> = new Set();
 
 function badRequest(reason: string): ExecutionDecision {
   return { outcome: 'bad_request', status: 400, reason };
@@ -342,6 +343,11 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
   // A batch is as strict as its strictest operation: a denied one denies it, one that needs a
   // reviewer holds the whole batch (the approval's fingerprint binds every operation).
   let leftBehind: string | null = null;
+  // The response rules that guard the batch's own answer, found once for all its operations.
+  const guarding: ReadonlySet<RuntimeResponseRule> =
+    operations.length === 0
+      ? NO_RULES
+      : new Set(selectResponseRules(policy.responseRules, { method, path: target.matchPath }));
   for (const op of policyAccess.kind === 'deny' ? [] : operations) {
     const opRule = evaluateRequestRules(policy.requestRules, {
       method: op.method,
@@ -355,7 +361,7 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
       stepUpApproval: c.stepUpApproval,
       requestFullFields: false,
     });
-    const unguarded = opAccess.kind === 'deny' ? null : responseRulesLeftBehind(policy, target, method, op);
+    const unguarded = opAccess.kind === 'deny' ? null : responseRulesLeftBehind(policy, guarding, op);
     if (opAccess.kind === 'allow' && unguarded === null) continue;
     if (opAccess.kind === 'approval' && policyAccess.kind === 'approval' && unguarded === null) continue;
     audit.batchOperation = op.id;
@@ -472,13 +478,10 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
  */
 function responseRulesLeftBehind(
   policy: PolicyRuntime,
-  batchTarget: CanonicalTarget,
-  batchMethod: HttpMethod,
+  guarding: ReadonlySet<RuntimeResponseRule>,
   op: BatchOperation,
 ): string | null {
-  const batchRoute = { method: batchMethod, path: batchTarget.matchPath };
   const opRoute = { method: op.method, path: op.target.matchPath };
-  const guarding = new Set(selectResponseRules(policy.responseRules, batchRoute));
   const missed = selectResponseRules(policy.responseRules, opRoute).some(
     (r) => r.allowFields || r.denyFields || (r.detectors.length > 0 && !guarding.has(r)),
   );
