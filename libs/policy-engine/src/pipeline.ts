@@ -210,7 +210,7 @@ export function prepareExecution(req: ExecutionRequest, policy: PolicyRuntime): 
   const target = canonicalizeTarget(req.url, req.query);
   const provider = policy.compiled.provider;
   // A batch's operations are judged from its body, so it is read as strictly as a body rules read.
-  const strict = policy.readsBody || (target.ok && isBatchRequest(provider, target.matchPath));
+  const strict = policy.readsBody || (target.ok && isBatchRequest(provider, method, target.matchPath));
   const body = prepareRequestBody(req.body, headerValue(headers.headers, 'content-type'), strict);
   if (!body.ok) return fail(body.reason);
   return {
@@ -222,7 +222,7 @@ export function prepareExecution(req: ExecutionRequest, policy: PolicyRuntime): 
       headers: headers.headers,
       body,
       target,
-      batch: target.ok ? readBatch(provider, target, body.inspected) : { kind: 'not_a_batch' },
+      batch: target.ok ? readBatch(provider, method, target, body.inspected) : { kind: 'not_a_batch' },
     },
   };
 }
@@ -293,7 +293,9 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
   const batch = read.batch;
   if (batch.kind === 'refused') return deny('allowlist', 'batch_refused', batch.reason);
   const operations = batch.kind === 'batch' ? batch.operations : [];
-  for (const op of operations) {
+  for (const [i, op] of operations.entries()) {
+    // The operations of an LLM batch share one target: it is looked up once.
+    if (sharesRoute(operations[i - 1], op)) continue;
     if (!matchAllowlist(policy.allowlists, op.method, op.target)) {
       audit.batchOperation = op.id;
       return deny(
@@ -343,11 +345,15 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
   // A batch is as strict as its strictest operation: a denied one denies it, one that needs a
   // reviewer holds the whole batch (the approval's fingerprint binds every operation).
   let leftBehind: string | null = null;
-  // The response rules that guard the batch's own answer, found once for all its operations.
+  // The response rules that guard where the answers come back, found once for all operations;
+  // what each operation's own path would need, once per route (an LLM batch has one).
   const guarding: ReadonlySet<RuntimeResponseRule> =
-    operations.length === 0
-      ? NO_RULES
-      : new Set(selectResponseRules(policy.responseRules, { method, path: target.matchPath }));
+    batch.kind === 'batch' ? new Set(selectResponseRules(policy.responseRules, batch.answersAt)) : NO_RULES;
+  let judged: { op: BatchOperation; why: string | null } | undefined;
+  const leftBehindOf = (op: BatchOperation): string | null => {
+    if (!sharesRoute(judged?.op, op)) judged = { op, why: responseRulesLeftBehind(policy, guarding, op) };
+    return judged!.why;
+  };
   for (const op of policyAccess.kind === 'deny' ? [] : operations) {
     const opRule = evaluateRequestRules(policy.requestRules, {
       method: op.method,
@@ -361,7 +367,7 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
       stepUpApproval: c.stepUpApproval,
       requestFullFields: false,
     });
-    const unguarded = opAccess.kind === 'deny' ? null : responseRulesLeftBehind(policy, guarding, op);
+    const unguarded = opAccess.kind === 'deny' ? null : leftBehindOf(op);
     if (opAccess.kind === 'allow' && unguarded === null) continue;
     if (opAccess.kind === 'approval' && policyAccess.kind === 'approval' && unguarded === null) continue;
     audit.batchOperation = op.id;
@@ -469,12 +475,17 @@ export function evaluatePrepared(prepared: PreparedExecution, ctx: ExecutionCont
   };
 }
 
+/** Whether two operations go to the same method and target (their response rules are the same). */
+const sharesRoute = (a: BatchOperation | undefined, b: BatchOperation): boolean =>
+  a !== undefined && a.target === b.target && a.method === b.method;
+
 /**
- * Why a batch operation may not go through the batch: its answer comes back inside the batch's
- * (`responses[i].body`), where the rules that guard its path would not hold. Field rules and
- * the provider's inbound filters name paths in the operation's own answer, so they never carry
- * over; a redaction reads every string, so it holds when it guards the batch's path too. Null
- * when nothing would be left behind.
+ * Why a batch operation may not go through the batch: its answer comes back elsewhere (inside
+ * the batch's, `responses[i].body`, or in an LLM batch's results), where the rules that guard
+ * its path would not hold. Field rules and the provider's inbound filters name paths in the
+ * operation's own answer, so they never carry over; a redaction reads every string, so it holds
+ * when it also guards where the answer comes back (`guarding`). Null when nothing would be left
+ * behind.
  */
 function responseRulesLeftBehind(
   policy: PolicyRuntime,

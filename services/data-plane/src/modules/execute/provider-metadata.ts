@@ -55,6 +55,9 @@ const GRAPH_MAIL =
 const TEAMS_CHANNEL = /\/teams\/([^/]+)\/channels\/([^/]+)\/messages(?:\/[^/]+\/replies)?$/;
 const TEAMS_CHAT = /\/chats\/([^/]+)\/messages$/;
 
+/** The providers whose requests can be messages this recognises (the cases below). */
+const MESSAGE_PROVIDERS: ReadonlySet<string> = new Set(['suite_a', 'suite_b', 'chatbot_a', 'chatbot_b']);
+
 /**
  * The metadata of a request to `provider`, sent to `href` with `body` (as the pipeline read it),
  * or nothing when the request is not a message this recognises. For a batch, the metadata of
@@ -68,8 +71,10 @@ export async function providerMetadata(
   body: InspectedBody | undefined,
   batchOperation?: string,
 ): Promise<ProviderMetadata> {
+  // Only messages carry metadata; an LLM batch of thousands of calls is not read again for none.
+  if (!MESSAGE_PROVIDERS.has(provider)) return {};
   const target = canonicalizeTarget(href);
-  const batch = target.ok && body ? readBatch(provider, target, body) : null;
+  const batch = target.ok && body ? readBatch(provider, method, target, body) : null;
   if (batch?.kind === 'batch') {
     const ops = batch.operations;
     const first = (op: { id: string }) => (op.id === batchOperation ? 0 : 1);
