@@ -289,6 +289,80 @@ console.log(
   `  a batch at the limits (${fmt(bytes / 1048576, 1)} MiB, 20 × 500 recipients): ${fmt(Math.min(...stalls), 1)}–${fmt(Math.max(...stalls), 1)} ms (${evaluateExecution(hostile, graphRuntime, ctx).outcome}); stall target ≤ 50 ms: ${check(Math.max(...stalls) <= 50)}\n`,
 );
 
+// ------------------------------------------------------------------------ LLM message batches
+
+// A message batch (llm_a) carries up to 10,000 `/v1/messages` bodies, each judged as a call of
+// its own (ADR 0101). Its cost beside one call, and at the LLM body limit beside one call of the
+// same size: reading the JSON should dominate, not judging the calls.
+const anthropic = 'https://api.anthropic.com';
+const llmRuntime = hydratePolicy(
+  compilePolicy(
+    {
+      ...policy,
+      allowlists: [
+        { baseUrl: anthropic, methods: ['POST'], pathPatterns: ['/v1/messages', '/v1/messages/batches'] },
+      ],
+      timeWindows: [],
+      rules: {
+        request: [
+          {
+            label: 'no opus',
+            match: { body: [{ path: 'model', op: 'eq', value: 'claude-opus' }] },
+            action: 'deny',
+          },
+        ],
+        response: [{ label: 'pii', match: {}, filter: { redact: [{ type: 'email' }] } }],
+      },
+    },
+    { provider: 'llm_a', service: 'llm_a-messages' },
+  ),
+);
+const messageParams = (text: string) => ({
+  model: 'claude-small',
+  max_tokens: 256,
+  messages: [{ role: 'user', content: text }],
+});
+const messagesCall = (text: string): ExecutionRequest => ({
+  method: 'POST',
+  url: `${anthropic}/v1/messages`,
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify(messageParams(text)),
+});
+const messageBatchOf = (n: number, text: string): ExecutionRequest => ({
+  method: 'POST',
+  url: `${anthropic}/v1/messages/batches`,
+  headers: { 'content-type': 'application/json' },
+  body: JSON.stringify({
+    requests: Array.from({ length: n }, (_, i) => ({ custom_id: `c${i}`, params: messageParams(text) })),
+  }),
+});
+const oneCallNs = nsPerCall(() => evaluateExecution(messagesCall('Summarise this.'), llmRuntime, ctx));
+const batch100 = messageBatchOf(100, 'Summarise this.');
+const batch100Ns = nsPerCall(() => evaluateExecution(batch100, llmRuntime, ctx));
+console.log('LLM message batches (ADR 0101), decision cost:');
+console.log(`  one /v1/messages call        ${fmt(oneCallNs / 1000).padStart(7)} µs`);
+console.log(
+  `  a batch of 100 calls         ${fmt(batch100Ns / 1000).padStart(7)} µs → ${fmt(batch100Ns / oneCallNs / 100, 2)}× the single call's cost per call`,
+);
+// At the limits: 3,000 calls (7 keys each: the JSON bounds allow 25,000) of 10,000 characters,
+// about 29 MiB of the 32 MiB; beside it, one call of the same size (what a body rule costs).
+const bigBatch = messageBatchOf(3_000, 'x'.repeat(10_000));
+const bigCall = messagesCall('x'.repeat((bigBatch.body as string).length - 100));
+const timeOf = (r: ExecutionRequest) => {
+  const runs: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t = performance.now();
+    evaluateExecution(r, llmRuntime, ctx);
+    runs.push(performance.now() - t);
+  }
+  return Math.min(...runs);
+};
+const bigBatchMs = timeOf(bigBatch);
+const bigCallMs = timeOf(bigCall);
+console.log(
+  `  3,000 calls, ${fmt((bigBatch.body as string).length / 1048576, 1)} MiB: ${fmt(bigBatchMs, 1)} ms (${evaluateExecution(bigBatch, llmRuntime, ctx).outcome}); one call of that size ${fmt(bigCallMs, 1)} ms → ${fmt(bigBatchMs / bigCallMs, 2)}×\n`,
+);
+
 // ------------------------------------------------------------------------ streaming filters
 
 const route = { method: 'POST', path: '/v1/chat/completions' };
