@@ -13,7 +13,7 @@ import { ApiError, GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectStatus, putAllowlists } from '../support/api-client.js';
-import { sightings, startLlmGateway, type LlmGateway } from '../support/mock-llm.js';
+import { sightings, startLlmGateway, type LlmGateway, type LlmRoute } from '../support/mock-llm.js';
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -137,6 +137,108 @@ describe('LLM batch APIs through the proxy, with the official SDKs (ADR 0101)', 
       const seen = fx.mock.since(before);
       expect(seen).toHaveLength(1);
       expect(seen[0]!.json).toEqual(params);
+    });
+  });
+
+  describe('@anthropic-ai/sdk messages.batches results', () => {
+    const BATCH = 'msgbatch_mock2';
+    const ended = () => ({
+      id: BATCH,
+      type: 'message_batch',
+      processing_status: 'ended',
+      request_counts: { processing: 0, succeeded: 2, errored: 0, canceled: 0, expired: 0 },
+      created_at: '2026-01-01T00:00:00Z',
+      expires_at: '2026-01-02T00:00:00Z',
+      ended_at: '2026-01-01T01:00:00Z',
+      archived_at: null,
+      cancel_initiated_at: null,
+      results_url: `${fx.mock.url}/v1/messages/batches/${BATCH}/results`,
+    });
+    const line = (custom_id: string, text: string) =>
+      JSON.stringify({
+        custom_id,
+        result: {
+          type: 'succeeded',
+          message: {
+            id: `msg_${custom_id}`,
+            type: 'message',
+            role: 'assistant',
+            model: 'claude-mock',
+            content: [{ type: 'text', text }],
+            stop_reason: 'end_turn',
+            stop_sequence: null,
+            usage: { input_tokens: 3, output_tokens: 5 },
+          },
+        },
+      });
+
+    it('regression: results_url addresses the vault: results() reads them through it, redacted, and the agent token never reaches the provider', async () => {
+      const json =
+        (body: unknown): LlmRoute =>
+        (_req, res, rec) => {
+          rec.status = 200;
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(body));
+        };
+      const routes = [
+        fx.mock.route(`GET /v1/messages/batches/${BATCH}`, json(ended())),
+        fx.mock.route(
+          'GET /v1/messages/batches',
+          json({ data: [ended()], has_more: false, first_id: BATCH, last_id: BATCH }),
+        ),
+        fx.mock.route(`GET /v1/messages/batches/${BATCH}/results`, (_req, res, rec) => {
+          rec.status = 200;
+          // What the API sends for results: one JSON object a line.
+          res.writeHead(200, { 'content-type': 'application/x-jsonl' });
+          res.end(`${line('first', 'Write to ann@example.com.')}\n${line('second', 'Nothing to hide.')}\n`);
+        }),
+      ];
+      try {
+        const b = await fx.bind('llm_a', {
+          rules: { response: [{ label: 'e-mail', match: {}, filter: { redact: [{ type: 'email' }] } }] },
+        });
+        expectStatus(
+          await putAllowlists(fx.admin, b.policyId, [
+            {
+              baseUrl: fx.mock.url,
+              methods: ['GET'],
+              pathPatterns: ['/v1/messages/batches', '/v1/messages/batches/*'],
+            },
+          ]),
+          200,
+        );
+        const client = new Anthropic({
+          apiKey: b.token,
+          baseURL: `${fx.base}/v1/vault/llm/llm_a`,
+          maxRetries: 0,
+        });
+        const before = fx.mock.requests.length;
+        const through = `${fx.base}/v1/vault/llm/llm_a/v1/messages/batches/${BATCH}/results`;
+        expect((await client.messages.batches.retrieve(BATCH)).results_url).toBe(through);
+        const listed = [];
+        for await (const batch of client.messages.batches.list()) listed.push(batch.results_url);
+        expect(listed).toEqual([through]);
+        const texts: Record<string, string> = {};
+        for await (const r of await client.messages.batches.results(BATCH)) {
+          if (r.result.type === 'succeeded') {
+            texts[r.custom_id] = r.result.message.content
+              .map((c) => (c.type === 'text' ? c.text : ''))
+              .join('');
+          }
+        }
+        expect(texts).toEqual({ first: 'Write to [REDACTED_EMAIL].', second: 'Nothing to hide.' });
+        const seen = fx.mock.since(before);
+        expect(seen.map((r) => r.path)).toEqual([
+          `/v1/messages/batches/${BATCH}`,
+          '/v1/messages/batches',
+          `/v1/messages/batches/${BATCH}`,
+          `/v1/messages/batches/${BATCH}/results`,
+        ]);
+        expect(seen.every((r) => r.key === fx.keys.llm_a)).toBe(true);
+        expect(sightings(seen, b.token)).toEqual([]);
+      } finally {
+        for (const u of routes) u();
+      }
     });
   });
 

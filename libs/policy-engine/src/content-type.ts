@@ -15,6 +15,8 @@ const NDJSON_TYPES = new Set([
   'application/x-ndjson',
   'application/ndjson',
   'application/jsonl',
+  // Anthropic's message batch results.
+  'application/x-jsonl',
   'application/x-jsonlines',
   'application/jsonlines',
 ]);

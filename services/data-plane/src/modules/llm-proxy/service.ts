@@ -15,6 +15,7 @@ import {
   type ExecutionResult,
   type StreamedResult,
 } from '../execute/service.js';
+import { RawJsonBody } from '../execute/respond.js';
 import { isMultipart, readForm, summarizeForm, writeForm, type FormPart } from './multipart-body.js';
 import type { LlmProvider } from './provider-shapes.js';
 
@@ -114,6 +115,35 @@ function uploadUrlThroughVault(headers: Record<string, string>, base: string, va
   if (url === undefined) return;
   delete headers['x-goog-upload-url'];
   if (url.startsWith(`${base}/`)) headers['x-goog-upload-url'] = `${vaultBase}${url.slice(base.length)}`;
+}
+
+/** `llm_a`'s message batch endpoints, whose answers name a batch's `results_url`. */
+const MESSAGE_BATCHES = /^\/v1\/messages\/batches(?:\/|$)/;
+
+/**
+ * A message batch's `results_url` (of one batch, or of each in a list), made to address the
+ * vault. It is an absolute URL at the provider, which the SDK's `results()` fetches as given,
+ * with its key: here the agent's vault token, taken to the provider, and the results read
+ * around the vault. A URL outside the provider's API is not relayed (null).
+ */
+export function resultsUrlsThroughVault(result: ExecutionResult, base: string, vaultBase: string): void {
+  const raw = result.body instanceof RawJsonBody;
+  const value: unknown = raw ? JSON.parse((result.body as RawJsonBody).json) : result.body;
+  if (typeof value !== 'object' || value === null) return;
+  const batches = Array.isArray((value as { data?: unknown }).data)
+    ? (value as { data: unknown[] }).data
+    : [value];
+  let changed = false;
+  for (const batch of batches) {
+    if (typeof batch !== 'object' || batch === null) continue;
+    const b = batch as { results_url?: unknown };
+    if (typeof b.results_url !== 'string') continue;
+    b.results_url = b.results_url.startsWith(`${base}/`)
+      ? `${vaultBase}${b.results_url.slice(base.length)}`
+      : null;
+    changed = true;
+  }
+  if (raw && changed) result.body = new RawJsonBody(JSON.stringify(value));
 }
 
 /**
@@ -229,5 +259,8 @@ export async function proxyLlmCall(
   if ('approvalRequired' in out) return { kind: 'approval', approval: out, presentedUrl };
   if ('streamed' in out) return { kind: 'streamed', result: out };
   if (call.provider === 'llm_c' && call.vaultBase) uploadUrlThroughVault(out.headers, base, call.vaultBase);
+  if (call.provider === 'llm_a' && call.vaultBase && MESSAGE_BATCHES.test(call.path)) {
+    resultsUrlsThroughVault(out, base, call.vaultBase);
+  }
   return { kind: 'buffered', result: out };
 }
