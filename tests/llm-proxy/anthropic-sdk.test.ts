@@ -6,7 +6,13 @@
 import Anthropic, { type ClientOptions } from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPat } from '../support/api-client.js';
-import { sightings, startLlmGateway, type BindOptions, type LlmGateway } from '../support/mock-llm.js';
+import {
+  rejection,
+  sightings,
+  startLlmGateway,
+  type BindOptions,
+  type LlmGateway,
+} from '../support/mock-llm.js';
 
 const SHAPES = ['embedded', 'services'] as const;
 const MODEL = 'claude-mock';
@@ -22,15 +28,6 @@ interface Paused {
   type: string;
   error: { type: string; message: string };
   code: string;
-}
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the SDK call to fail, it succeeded');
 }
 
 const textOf = (m: Anthropic.Message) => m.content.map((b) => (b.type === 'text' ? b.text : '')).join('');

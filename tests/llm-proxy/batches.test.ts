@@ -13,16 +13,13 @@ import { ApiError, GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectStatus, putAllowlists } from '../support/api-client.js';
-import { sightings, startLlmGateway, type LlmGateway, type LlmRoute } from '../support/mock-llm.js';
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the SDK call to fail, it succeeded');
-}
+import {
+  rejection,
+  sightings,
+  startLlmGateway,
+  type LlmGateway,
+  type LlmRoute,
+} from '../support/mock-llm.js';
 
 const OPUS = 'claude-opus-mock';
 const call = (custom_id: string, model = 'claude-mock') => ({

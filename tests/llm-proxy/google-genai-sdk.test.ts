@@ -18,6 +18,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPat } from '../support/api-client.js';
 import {
   recordingFetch,
+  rejection,
   sightings,
   startLlmGateway,
   type BindOptions,
@@ -36,15 +37,6 @@ interface Paused {
   approvalUrl: string;
   error: { code: number; message: string; status: string };
   code: string;
-}
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the SDK call to fail, it succeeded');
 }
 
 /** What the SDK's ApiError carries: the provider-shaped body as JSON text in its message. */

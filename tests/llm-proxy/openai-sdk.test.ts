@@ -8,6 +8,7 @@ import OpenAI, { type ClientOptions } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPat, expectStatus, putAllowlists } from '../support/api-client.js';
 import {
+  rejection,
   sightings,
   startLlmGateway,
   type LlmBinding,
@@ -25,16 +26,6 @@ interface Paused {
   auditId: string;
   approvalUrl: string;
   error: { message: string; type: string; code: string };
-}
-
-/** The error a promise rejects with (fails the test when it resolves). */
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the SDK call to fail, it succeeded');
 }
 
 describe.each(SHAPES)('openai SDK through the LLM proxy (%s)', (shape) => {

@@ -20,6 +20,7 @@ import OpenAI, { type ClientOptions } from 'openai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { pollAudit, type AuditEvent } from '../support/api-client.js';
 import {
+  rejection,
   sightings,
   startLlmGateway,
   type BindOptions,
@@ -67,15 +68,6 @@ async function closedEarlyBy(rec: LlmRecord, deadline: number): Promise<boolean>
     await sleep(10);
   }
   return false;
-}
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected the SDK call to fail, it succeeded');
 }
 
 // ---------------------------------------------------------------------------------------------

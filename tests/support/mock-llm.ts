@@ -705,6 +705,16 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
   return mock;
 }
 
+/** The error an SDK call rejects with; fails the test when the call succeeds. */
+export async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected the SDK call to fail, it succeeded');
+}
+
 /** Where `secret` appears in what the mock received (headers, path and query, body). */
 export function sightings(records: LlmRecord[], secret: string): string[] {
   const out: string[] = [];
