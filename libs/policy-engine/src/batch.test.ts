@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { ExecutionContext, ExecutionDecision, ExecutionRequest } from './pipeline.js';
+import type { ExecutionContext, ExecutionRequest } from './pipeline.js';
 import { evaluateExecution } from './pipeline.js';
 import { requestFingerprint } from './fingerprint.js';
 import type { PolicyInput } from './test-fixtures.js';
-import { runtime } from './test-fixtures.js';
+import { runtime, outcome, reasonOf } from './test-fixtures.js';
 
 const GRAPH = 'https://graph.microsoft.com';
 const BATCH = `${GRAPH}/v1.0/$batch`;
@@ -54,18 +54,6 @@ const chatConstrained = () =>
   });
 /** The Graph policy with these request rules. */
 const withRules = (...request: unknown[]) => graphPolicy({ rules: { request } });
-
-function outcome(d: ExecutionDecision): string {
-  if (d.outcome === 'deny') return `deny:${d.step}:${d.code}`;
-  if (d.outcome === 'require_approval') return `approval:${d.code}`;
-  return d.outcome;
-}
-
-function reasonOf(d: ExecutionDecision): string {
-  return d.outcome === 'deny' || d.outcome === 'require_approval' || d.outcome === 'bad_request'
-    ? d.reason
-    : '';
-}
 
 describe('a Graph $batch is judged operation by operation (ADR 0101)', () => {
   it('reads that the allowlist allows go through as one batch', () => {

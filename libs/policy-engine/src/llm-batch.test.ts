@@ -4,10 +4,10 @@
  * whose calls sit in an uploaded file (`llm_b`, `llm_d`, a Gemini batch from a file) is refused.
  */
 import { describe, expect, it } from 'vitest';
-import type { ExecutionContext, ExecutionDecision, ExecutionRequest } from './pipeline.js';
+import type { ExecutionContext, ExecutionRequest } from './pipeline.js';
 import { evaluateExecution } from './pipeline.js';
 import type { PolicyInput } from './test-fixtures.js';
-import { runtime } from './test-fixtures.js';
+import { runtime, outcome, reasonOf } from './test-fixtures.js';
 
 const ctx: ExecutionContext = {
   now: new Date('2024-01-01T12:00:00Z'),
@@ -19,18 +19,6 @@ const ctx: ExecutionContext = {
 
 const A = 'https://api.anthropic.com';
 const C = 'https://generativelanguage.googleapis.com';
-
-function outcome(d: ExecutionDecision): string {
-  if (d.outcome === 'deny') return `deny:${d.step}:${d.code}`;
-  if (d.outcome === 'require_approval') return `approval:${d.code}`;
-  return d.outcome;
-}
-
-function reasonOf(d: ExecutionDecision): string {
-  return d.outcome === 'deny' || d.outcome === 'require_approval' || d.outcome === 'bad_request'
-    ? d.reason
-    : '';
-}
 
 function post(url: string, body: unknown): ExecutionRequest {
   return { method: 'POST', url, headers: { 'content-type': 'application/json' }, body };

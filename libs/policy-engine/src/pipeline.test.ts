@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { ExecutionContext, ExecutionDecision, ExecutionRequest } from './pipeline.js';
+import type { ExecutionContext, ExecutionRequest } from './pipeline.js';
 import { evaluateExecution, evaluatePrepared, evaluateTokenVending, prepareExecution } from './pipeline.js';
 import { requestFingerprint } from './fingerprint.js';
 import type { PolicyInput } from './test-fixtures.js';
-import { runtime } from './test-fixtures.js';
+import { runtime, outcome } from './test-fixtures.js';
 
 const PUBLIC = ['93.184.216.34'];
 const NOW = new Date('2024-01-01T12:00:00Z'); // a Monday
@@ -25,14 +25,6 @@ const POST: ExecutionRequest = {
   url: 'https://api.example.com/v1/items',
   body: { name: 'x' },
 };
-
-function outcome(d: ExecutionDecision): string {
-  return d.outcome === 'deny'
-    ? `deny:${d.step}:${d.code}`
-    : d.outcome === 'require_approval'
-      ? `approval:${d.code}`
-      : d.outcome;
-}
 
 describe('evaluateExecution: request validation (400)', () => {
   const rt = runtime();

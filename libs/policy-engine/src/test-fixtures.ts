@@ -5,6 +5,7 @@
 import type { Transform } from 'node:stream';
 import type { PolicyDocument } from '@vlt/contracts';
 import type { PolicyRuntime } from './compile.js';
+import type { ExecutionDecision } from './pipeline.js';
 import { compilePolicy, hydratePolicy } from './compile.js';
 
 export const IDS = {
@@ -64,4 +65,18 @@ export async function throughChunks(stage: Transform, text: string, sizes: numbe
   stage.end();
   await done;
   return Buffer.concat(out).toString('utf8');
+}
+
+/** A decision in one comparable string: `allow`, `deny:<step>:<code>`, `approval:<code>`. */
+export function outcome(d: ExecutionDecision): string {
+  if (d.outcome === 'deny') return `deny:${d.step}:${d.code}`;
+  if (d.outcome === 'require_approval') return `approval:${d.code}`;
+  return d.outcome;
+}
+
+/** The reason a decision gives, or '' for one that gives none. */
+export function reasonOf(d: ExecutionDecision): string {
+  return d.outcome === 'deny' || d.outcome === 'require_approval' || d.outcome === 'bad_request'
+    ? d.reason
+    : '';
 }
