@@ -37,7 +37,10 @@ export const GOOGLE_BATCH_PATH = /\/batch(?:\/|$)/i;
 /** Graph's own limit on the requests of one batch. */
 export const MAX_BATCH_OPERATIONS = 20;
 
-/** Anthropic's own limit is 100,000; a body this large is already at the LLM body limit. */
+/**
+ * A second lock: Anthropic takes 100,000, but the bounds on a JSON body (25,000 keys) stop a
+ * real batch first, at about 3,500 calls.
+ */
 export const MAX_LLM_BATCH_OPERATIONS = 10_000;
 
 /** `llm_a` message batches: `POST /v1/messages/batches` (also under an API URL's path). */
@@ -46,10 +49,10 @@ const ANTHROPIC_BATCH_PATH = /^(.*\/v1\/messages)\/batches$/i;
 const GEMINI_BATCH_PATH =
   /^(.*\/v1[a-z0-9]*)\/([^/]+)\/([^/]+?)(?::|%3a)(batchGenerateContent|asyncBatchEmbedContent)$/i;
 /** Batch jobs that read their requests from an uploaded file: `llm_b`, `llm_d`. */
-const FILE_BATCH_PATH: Readonly<Record<string, RegExp>> = {
-  llm_b: /\/v1\/batches$/i,
-  llm_d: /\/v1\/batch\/jobs$/i,
-};
+const FILE_BATCH_PATH: ReadonlyMap<string, RegExp> = new Map([
+  ['llm_b', /\/v1\/batches$/i],
+  ['llm_d', /\/v1\/batch\/jobs$/i],
+]);
 
 export interface BatchOperation {
   /** The operation's `id` (`custom_id`), as the batch names it, or its position (`#3`). */
@@ -96,7 +99,7 @@ export function isBatchRequest(provider: string, method: string, matchPath: stri
     case 'llm_c':
       return method === 'POST' && GEMINI_BATCH_PATH.test(matchPath);
     default: {
-      const file = FILE_BATCH_PATH[provider];
+      const file = FILE_BATCH_PATH.get(provider);
       return method === 'POST' && file !== undefined && file.test(matchPath);
     }
   }
