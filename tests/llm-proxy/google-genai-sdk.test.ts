@@ -12,7 +12,7 @@
  * ships; the others pin `httpOptions.apiVersion: 'v1beta'` (an SDK option, the version the
  * catalog names) so that they test the proxy rather than that one gap.
  */
-import { ApiError, GoogleGenAI, type HttpOptions } from '@google/genai';
+import { ApiError, GoogleGenAI, HarmBlockThreshold, HarmCategory, type HttpOptions } from '@google/genai';
 import { request } from 'undici';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPat } from '../support/api-client.js';
@@ -259,6 +259,46 @@ describe.each(SHAPES)('@google/genai SDK through the LLM proxy (%s)', (shape) =>
       expect(fx.mock.since(before)).toEqual([]);
       const ok = await client(b.token).models.generateContent({ model: MODEL, contents: 'nothing secret' });
       expect(ok.text).toBe('Hello from the mock model.');
+    });
+
+    it('regression: a rule on a camelCase field holds for a REST client that spells it in snake_case (proto JSON)', async () => {
+      const b = await bind({
+        rules: {
+          request: [
+            {
+              label: 'safety filters stay on',
+              match: { body: [{ path: 'safetySettings.*.threshold', op: 'eq', value: 'BLOCK_NONE' }] },
+              action: 'deny',
+            },
+          ],
+        },
+      });
+      const before = fx.mock.requests.length;
+      const unsafe = [
+        { category: HarmCategory.HARM_CATEGORY_HARASSMENT, threshold: HarmBlockThreshold.BLOCK_NONE },
+      ];
+      const viaSdk = await rejection(
+        client(b.token).models.generateContent({
+          model: MODEL,
+          contents: CONTENTS,
+          config: { safetySettings: unsafe },
+        }),
+      );
+      expect((viaSdk as ApiError).status).toBe(403);
+      // What the API also reads: the proto field name, as a hand-written request may send it.
+      const r = await request(`${fx.base}/v1/vault/llm/llm_c/v1beta/models/${MODEL}:generateContent`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-goog-api-key': b.token },
+        body: JSON.stringify({
+          contents: [{ role: 'user', parts: [{ text: CONTENTS }] }],
+          safety_settings: unsafe,
+        }),
+      });
+      expect(r.statusCode).toBe(403);
+      expect(((await r.body.json()) as { error: { message: string } }).error.message).toBe(
+        'vault: denied by a request rule',
+      );
+      expect(fx.mock.since(before)).toEqual([]);
     });
 
     it('a rule denying a path (countTokens): ApiError 403, the provider never asked', async () => {

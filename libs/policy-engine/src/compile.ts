@@ -20,7 +20,7 @@ import { CompiledPolicy, DEFAULT_CONTACT_FIELDS, PolicyDocument, isContactsServi
 import { compileAllowlistEntry } from './allowlist.js';
 import { contactFieldPlan, keepsPii } from './contact-fields.js';
 import { CompiledPolicyError, PolicyValidationError } from './errors.js';
-import { parseJsonPath } from './json-path.js';
+import { parseJsonPath, protoJsonAliases } from './json-path.js';
 import { inboundFilterFor } from './provider-constraints.js';
 import { DEFAULT_REPLACEMENTS, createDetector } from './redaction.js';
 import { compileLinearRegex } from './regex.js';
@@ -148,6 +148,12 @@ function regexOrFail(source: string, where: string) {
  * Re-hydrates a published snapshot. Throws CompiledPolicyError on anything unexpected; the data
  * plane must then treat the policy as missing (deny), never as permissive.
  */
+/**
+ * Providers whose APIs read request bodies as proto3 JSON (Google's), where a field may be sent
+ * by its JSON name or its proto name: body matchers look under both.
+ */
+const PROTO_JSON_PROVIDERS: ReadonlySet<string> = new Set(['suite_a', 'llm_c']);
+
 export function hydratePolicy(json: unknown): PolicyRuntime {
   const parsed = CompiledPolicy.safeParse(json);
   if (!parsed.success) {
@@ -186,6 +192,7 @@ export function hydratePolicy(json: unknown): PolicyRuntime {
           }
           return {
             path: m.path,
+            aliases: PROTO_JSON_PROVIDERS.has(c.provider) ? protoJsonAliases(m.path) : null,
             op: m.op,
             value: m.value,
             regex:

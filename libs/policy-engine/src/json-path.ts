@@ -57,16 +57,27 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 const INDEX = /^(0|[1-9][0-9]{0,8})$/;
 
 /**
- * Every value the path reaches (empty when it reaches nothing). Each node is visited at most
- * once per segment position, so the work is bounded by body size times path length.
+ * Every value the path reaches (empty when it reaches nothing). `aliases[i]`, where given, is a
+ * second name segment `i` also reaches (`protoJsonAliases`). Each node is visited at most once
+ * per segment position, so the work is bounded by body size times path length.
  */
-export function resolveJsonPath(root: unknown, segments: readonly PathSegment[]): unknown[] {
+export function resolveJsonPath(
+  root: unknown,
+  segments: readonly PathSegment[],
+  aliases: readonly PathSegment[] | null = null,
+): unknown[] {
   const found: unknown[] = [];
-  walkPath(root, segments, 0, found);
+  walkPath(root, segments, aliases, 0, found);
   return found;
 }
 
-function walkPath(node: unknown, segments: readonly PathSegment[], i: number, found: unknown[]): void {
+function walkPath(
+  node: unknown,
+  segments: readonly PathSegment[],
+  aliases: readonly PathSegment[] | null,
+  i: number,
+  found: unknown[],
+): void {
   if (i === segments.length) {
     found.push(node);
     return;
@@ -74,20 +85,38 @@ function walkPath(node: unknown, segments: readonly PathSegment[], i: number, fo
   const seg = segments[i]!;
   if (Array.isArray(node)) {
     if (seg === null) {
-      for (const el of node) walkPath(el, segments, i + 1, found);
+      for (const el of node) walkPath(el, segments, aliases, i + 1, found);
     } else if (INDEX.test(seg)) {
       const idx = Number(seg);
-      if (idx < node.length) walkPath(node[idx], segments, i + 1, found);
+      if (idx < node.length) walkPath(node[idx], segments, aliases, i + 1, found);
     } else {
-      for (const el of node) walkPath(el, segments, i, found);
+      for (const el of node) walkPath(el, segments, aliases, i, found);
     }
     return;
   }
   if (isPlainObject(node)) {
     if (seg === null) {
-      for (const key of Object.keys(node)) walkPath(node[key], segments, i + 1, found);
-    } else if (Object.hasOwn(node, seg)) {
-      walkPath(node[seg], segments, i + 1, found);
+      for (const key of Object.keys(node)) walkPath(node[key], segments, aliases, i + 1, found);
+      return;
     }
+    if (Object.hasOwn(node, seg)) walkPath(node[seg], segments, aliases, i + 1, found);
+    const alias = aliases?.[i];
+    if (alias != null && Object.hasOwn(node, alias)) walkPath(node[alias], segments, aliases, i + 1, found);
   }
+}
+
+/**
+ * The other spelling of each name segment as a proto3 JSON parser reads it, or null where there
+ * is none. Google's APIs take a field by its JSON name (`generationConfig`) or its proto name
+ * (`generation_config`) alike, so a rule written with one must also see the other.
+ */
+export function protoJsonAliases(segments: readonly PathSegment[]): PathSegment[] | null {
+  const aliases = segments.map((seg): PathSegment => {
+    if (seg === null || INDEX.test(seg)) return null;
+    const other = seg.includes('_')
+      ? seg.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase())
+      : seg.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+    return other === seg ? null : other;
+  });
+  return aliases.some((a) => a !== null) ? aliases : null;
 }

@@ -11,6 +11,7 @@ function matcher(path: string, op: BodyMatcherOp, value?: unknown): RuntimeBodyM
   if (!p.ok) throw new Error(p.reason);
   return {
     path: p.segments,
+    aliases: null,
     op,
     value,
     regex: op === 'matches' ? compileLinearRegex(value as string) : null,

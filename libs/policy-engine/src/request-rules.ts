@@ -28,6 +28,8 @@ export type RuleAction = 'allow' | 'deny' | 'require_approval';
 
 export interface RuntimeBodyMatcher {
   path: CompiledPath;
+  /** The other spelling of each segment, for providers that read proto JSON (`protoJsonAliases`). */
+  aliases: readonly (string | null)[] | null;
   op: BodyMatcherOp;
   value: unknown;
   regex: LinearRegex | null;
@@ -72,7 +74,7 @@ function expandsArrays(m: RuntimeBodyMatcher): boolean {
 }
 
 export function bodyMatcherHolds(m: RuntimeBodyMatcher, root: unknown, action: RuleAction): boolean {
-  let values = resolveJsonPath(root, m.path);
+  let values = resolveJsonPath(root, m.path, m.aliases);
   if (m.op === 'exists') return (m.value === false) === (values.length === 0);
   if (expandsArrays(m)) values = values.flatMap((v) => (Array.isArray(v) ? v : [v]));
   if (action === 'allow') return values.length > 0 && values.every((v) => predicate(m, v));
