@@ -290,6 +290,61 @@ describe('LLM batch APIs through the proxy, with the official SDKs (ADR 0101)', 
       expect(fx.mock.since(before)).toEqual([]);
     });
 
+    it('a redaction must also cover the batch results: then batches.get reads the inline answers redacted', async () => {
+      const redactOn = (urlPattern?: string) => ({
+        label: 'e-mail',
+        match: urlPattern === undefined ? {} : { urlPattern },
+        filter: { redact: [{ type: 'email' }] },
+      });
+      const bindRedacting = async (rule: ReturnType<typeof redactOn>) => {
+        const b = await fx.bind('llm_c', { rules: { response: [rule] } });
+        expectStatus(
+          await putAllowlists(fx.admin, b.policyId, [
+            { baseUrl: fx.mock.url, methods: ['GET', 'POST'], pathPatterns: ['/v1beta/models/*'] },
+            { baseUrl: fx.mock.url, methods: ['GET'], pathPatterns: ['/v1beta/batches/*'] },
+          ]),
+          200,
+        );
+        return b;
+      };
+      // Only on generateContent: the answers would come back at the batch, unredacted.
+      const narrow = await bindRedacting(redactOn(':generateContent$'));
+      const before = fx.mock.requests.length;
+      const err = await rejection(
+        client(narrow.token).batches.create({ model: 'gemini-mock', src: src('Hi.') }),
+      );
+      expect((err as ApiError).status).toBe(403);
+      expect((err as ApiError).message).toContain('response rules apply to its path');
+      expect(fx.mock.since(before)).toEqual([]);
+
+      const everywhere = await bindRedacting(redactOn());
+      const job = await client(everywhere.token).batches.create({ model: 'gemini-mock', src: src('Hi.') });
+      const unroute = fx.mock.route(`GET /v1beta/${job.name!}`, (_req, res, rec) => {
+        rec.status = 200;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        const answer = {
+          candidates: [{ content: { role: 'model', parts: [{ text: 'Write to ann@example.com.' }] } }],
+        };
+        res.end(
+          JSON.stringify({
+            name: job.name,
+            metadata: {
+              state: 'BATCH_STATE_SUCCEEDED',
+              output: { inlinedResponses: { inlinedResponses: [{ response: answer }] } },
+            },
+            done: true,
+          }),
+        );
+      });
+      try {
+        const done = await client(everywhere.token).batches.get({ name: job.name! });
+        const text = done.dest?.inlinedResponses?.[0]?.response?.candidates?.[0]?.content?.parts?.[0]?.text;
+        expect(text).toBe('Write to [REDACTED_EMAIL].');
+      } finally {
+        unroute();
+      }
+    });
+
     it('regression: a batch read from an uploaded file is refused: ApiError 403, nothing sent', async () => {
       const b = await fx.bind('llm_c');
       const before = fx.mock.requests.length;
