@@ -13,13 +13,7 @@ import { ApiError, GoogleGenAI } from '@google/genai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectStatus, putAllowlists } from '../support/api-client.js';
-import {
-  rejection,
-  sightings,
-  startLlmGateway,
-  type LlmGateway,
-  type LlmRoute,
-} from '../support/mock-llm.js';
+import { answerJson, rejection, sightings, startLlmGateway, type LlmGateway } from '../support/mock-llm.js';
 
 const OPUS = 'claude-opus-mock';
 const call = (custom_id: string, model = 'claude-mock') => ({
@@ -39,34 +33,28 @@ describe('LLM batch APIs through the proxy, with the official SDKs (ADR 0101)', 
   beforeAll(async () => {
     fx = await startLlmGateway({ shape: 'embedded' });
     unroute.push(
-      fx.mock.route('POST /v1/messages/batches', (_req, res, rec) => {
-        rec.status = 200;
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            id: 'msgbatch_mock1',
-            type: 'message_batch',
-            processing_status: 'in_progress',
-            request_counts: { processing: 2, succeeded: 0, errored: 0, canceled: 0, expired: 0 },
-            created_at: '2026-01-01T00:00:00Z',
-            expires_at: '2026-01-02T00:00:00Z',
-            ended_at: null,
-            archived_at: null,
-            cancel_initiated_at: null,
-            results_url: null,
-          }),
-        );
-      }),
-      fx.mock.route('POST /v1beta/models/gemini-mock:batchGenerateContent', (_req, res, rec) => {
-        rec.status = 200;
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            name: 'batches/mock1',
-            metadata: { name: 'batches/mock1', displayName: 'nightly', state: 'BATCH_STATE_PENDING' },
-          }),
-        );
-      }),
+      fx.mock.route(
+        'POST /v1/messages/batches',
+        answerJson({
+          id: 'msgbatch_mock1',
+          type: 'message_batch',
+          processing_status: 'in_progress',
+          request_counts: { processing: 2, succeeded: 0, errored: 0, canceled: 0, expired: 0 },
+          created_at: '2026-01-01T00:00:00Z',
+          expires_at: '2026-01-02T00:00:00Z',
+          ended_at: null,
+          archived_at: null,
+          cancel_initiated_at: null,
+          results_url: null,
+        }),
+      ),
+      fx.mock.route(
+        'POST /v1beta/models/gemini-mock:batchGenerateContent',
+        answerJson({
+          name: 'batches/mock1',
+          metadata: { name: 'batches/mock1', displayName: 'nightly', state: 'BATCH_STATE_PENDING' },
+        }),
+      ),
     );
   });
   afterAll(async () => {
@@ -170,18 +158,11 @@ describe('LLM batch APIs through the proxy, with the official SDKs (ADR 0101)', 
       });
 
     it('regression: results_url addresses the vault: results() reads them through it, redacted, and the agent token never reaches the provider', async () => {
-      const json =
-        (body: unknown): LlmRoute =>
-        (_req, res, rec) => {
-          rec.status = 200;
-          res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify(body));
-        };
       const routes = [
-        fx.mock.route(`GET /v1/messages/batches/${BATCH}`, json(ended())),
+        fx.mock.route(`GET /v1/messages/batches/${BATCH}`, answerJson(ended())),
         fx.mock.route(
           'GET /v1/messages/batches',
-          json({ data: [ended()], has_more: false, first_id: BATCH, last_id: BATCH }),
+          answerJson({ data: [ended()], has_more: false, first_id: BATCH, last_id: BATCH }),
         ),
         fx.mock.route(`GET /v1/messages/batches/${BATCH}/results`, (_req, res, rec) => {
           rec.status = 200;
@@ -319,23 +300,20 @@ describe('LLM batch APIs through the proxy, with the official SDKs (ADR 0101)', 
 
       const everywhere = await bindRedacting(redactOn());
       const job = await client(everywhere.token).batches.create({ model: 'gemini-mock', src: src('Hi.') });
-      const unroute = fx.mock.route(`GET /v1beta/${job.name!}`, (_req, res, rec) => {
-        rec.status = 200;
-        res.writeHead(200, { 'content-type': 'application/json' });
-        const answer = {
-          candidates: [{ content: { role: 'model', parts: [{ text: 'Write to ann@example.com.' }] } }],
-        };
-        res.end(
-          JSON.stringify({
-            name: job.name,
-            metadata: {
-              state: 'BATCH_STATE_SUCCEEDED',
-              output: { inlinedResponses: { inlinedResponses: [{ response: answer }] } },
-            },
-            done: true,
-          }),
-        );
-      });
+      const answer = {
+        candidates: [{ content: { role: 'model', parts: [{ text: 'Write to ann@example.com.' }] } }],
+      };
+      const unroute = fx.mock.route(
+        `GET /v1beta/${job.name!}`,
+        answerJson({
+          name: job.name,
+          metadata: {
+            state: 'BATCH_STATE_SUCCEEDED',
+            output: { inlinedResponses: { inlinedResponses: [{ response: answer }] } },
+          },
+          done: true,
+        }),
+      );
       try {
         const done = await client(everywhere.token).batches.get({ name: job.name! });
         const text = done.dest?.inlinedResponses?.[0]?.response?.candidates?.[0]?.content?.parts?.[0]?.text;

@@ -705,6 +705,15 @@ export async function startMockLlm(opts: { pki?: TestPki } = {}): Promise<MockLl
   return mock;
 }
 
+/** A route (`MockLlm.route`) that answers 200 with `body` as JSON. */
+export function answerJson(body: unknown): LlmRoute {
+  return (_req, res, rec) => {
+    rec.status = 200;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  };
+}
+
 /** The error an SDK call rejects with; fails the test when the call succeeds. */
 export async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
