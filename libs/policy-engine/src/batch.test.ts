@@ -1,19 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import type { ExecutionContext, ExecutionRequest } from './pipeline.js';
+import type { ExecutionRequest } from './pipeline.js';
 import { evaluateExecution } from './pipeline.js';
 import { requestFingerprint } from './fingerprint.js';
 import type { PolicyInput } from './test-fixtures.js';
-import { runtime, outcome, reasonOf } from './test-fixtures.js';
+import { runtime, outcome, reasonOf, PUBLIC_HOST_CTX } from './test-fixtures.js';
 
 const GRAPH = 'https://graph.microsoft.com';
 const BATCH = `${GRAPH}/v1.0/$batch`;
-const ctx: ExecutionContext = {
-  now: new Date('2024-01-01T12:00:00Z'),
-  requestsInLastHour: 0,
-  ssrfAllowCidrs: [],
-  model: 'B',
-  resolvedAddresses: ['93.184.216.34'],
-};
+const ctx = PUBLIC_HOST_CTX;
 
 /** A Graph policy that allowlists the batch endpoint and reading mail, nothing else. */
 function graphPolicy(over: PolicyInput = {}) {

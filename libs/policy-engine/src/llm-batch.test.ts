@@ -4,18 +4,12 @@
  * whose calls sit in an uploaded file (`llm_b`, `llm_d`, a Gemini batch from a file) is refused.
  */
 import { describe, expect, it } from 'vitest';
-import type { ExecutionContext, ExecutionRequest } from './pipeline.js';
+import type { ExecutionRequest } from './pipeline.js';
 import { evaluateExecution } from './pipeline.js';
 import type { PolicyInput } from './test-fixtures.js';
-import { runtime, outcome, reasonOf } from './test-fixtures.js';
+import { runtime, outcome, reasonOf, PUBLIC_HOST_CTX } from './test-fixtures.js';
 
-const ctx: ExecutionContext = {
-  now: new Date('2024-01-01T12:00:00Z'),
-  requestsInLastHour: 0,
-  ssrfAllowCidrs: [],
-  model: 'B',
-  resolvedAddresses: ['93.184.216.34'],
-};
+const ctx = PUBLIC_HOST_CTX;
 
 const A = 'https://api.anthropic.com';
 const C = 'https://generativelanguage.googleapis.com';

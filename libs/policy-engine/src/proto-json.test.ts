@@ -5,18 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { protoJsonAliases, resolveJsonPath } from './json-path.js';
-import type { ExecutionContext, ExecutionRequest } from './pipeline.js';
+import type { ExecutionRequest } from './pipeline.js';
 import { evaluateExecution } from './pipeline.js';
 import type { PolicyInput } from './test-fixtures.js';
-import { outcome, runtime } from './test-fixtures.js';
+import { outcome, runtime, PUBLIC_HOST_CTX } from './test-fixtures.js';
 
-const ctx: ExecutionContext = {
-  now: new Date('2024-01-01T12:00:00Z'),
-  requestsInLastHour: 0,
-  ssrfAllowCidrs: [],
-  model: 'B',
-  resolvedAddresses: ['93.184.216.34'],
-};
+const ctx = PUBLIC_HOST_CTX;
 const GEMINI = 'https://generativelanguage.googleapis.com';
 const generate = `${GEMINI}/v1beta/models/gemini-pro:generateContent`;
 

@@ -5,7 +5,7 @@
 import type { Transform } from 'node:stream';
 import type { PolicyDocument } from '@vlt/contracts';
 import type { PolicyRuntime } from './compile.js';
-import type { ExecutionDecision } from './pipeline.js';
+import type { ExecutionContext, ExecutionDecision } from './pipeline.js';
 import { compilePolicy, hydratePolicy } from './compile.js';
 
 export const IDS = {
@@ -80,3 +80,12 @@ export function reasonOf(d: ExecutionDecision): string {
     ? d.reason
     : '';
 }
+
+/** A context at a fixed time, nothing counted yet, the host resolving to one public address. */
+export const PUBLIC_HOST_CTX: Readonly<ExecutionContext> = Object.freeze({
+  now: new Date('2024-01-01T12:00:00Z'),
+  requestsInLastHour: 0,
+  ssrfAllowCidrs: [],
+  model: 'B',
+  resolvedAddresses: ['93.184.216.34'],
+});
